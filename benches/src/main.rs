@@ -1,0 +1,3 @@
+//! The `numa-bench` command (skeleton).
+
+fn main() {}

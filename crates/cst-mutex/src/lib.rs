@@ -1,0 +1,1 @@
+//! CST-style NUMA-aware blocking locks (skeleton).

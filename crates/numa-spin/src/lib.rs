@@ -1,0 +1,1 @@
+//! CNA: a compact NUMA-aware queue spinlock (skeleton).

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The whole test suite: what `.ci/run` runs and what the README tells a new user to run.
+# Installs what is missing (Debian/Ubuntu, as root or with sudo), then runs every check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "system packages (libhwloc-dev libudev-dev pkg-config)"
+missing=()
+for pkg in libhwloc-dev libudev-dev pkg-config; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+else
+    echo "all present"
+fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (all targets, all features, -D warnings)"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+step "cargo test (release: the stress tests run real contention)"
+cargo test --workspace --all-features --release
+
+step "cargo doc (RUSTDOCFLAGS=-D warnings)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
+
+step "numa-spin built without hwloc links no C library"
+scripts/check-no-c-deps.sh
+
+step "loom models (LOOM_MAX_PREEMPTIONS=2)"
+RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+    cargo test --release -p numa-spin -p cst-mutex --test loom
+
+step "cargo bench --no-run"
+cargo bench --workspace --no-run
+
+echo
+echo "ci: all checks passed"
