@@ -1,0 +1,317 @@
+//! `current_node()` / `current_cpu()`: the fast "where am I" lookups, and the
+//! process-wide node map behind them.
+//!
+//! The map is built on first use: from `NUMA_TOPOLOGY` (a virtual layout)
+//! if set, else from the running machine ([`Topology::system`]). It is
+//! replaced by [`set_virtual_layout`]. Maps are leaked on replacement so the
+//! fast path can read them without reference counting; each is a few KB and
+//! replacements are rare (tests, benchmark set-up).
+
+use crate::cpu_source::CpuSource;
+use crate::error::TopologyError;
+use crate::topology::Topology;
+use crate::virtual_layout::VirtualLayout;
+use std::cell::Cell;
+use std::ptr;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+thread_local! {
+    static THREAD_NODE: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// What the fast path needs, immutable once published.
+struct NodeMap {
+    topology: Topology,
+    cpu_source: CpuSource,
+    /// `TSC_AUX >> 12` is the node (checked against the topology at build).
+    node_from_tsc_aux: bool,
+    /// Node of each CPU (OS index), for CPUs the topology knows.
+    table: Box<[u32]>,
+    /// Node for CPUs outside the table or in no node.
+    default_node: u32,
+}
+
+static MAP: AtomicPtr<NodeMap> = AtomicPtr::new(ptr::null_mut());
+
+/// The machine's topology and, when it could not be read, why.
+static MACHINE: OnceLock<(Topology, Option<String>)> = OnceLock::new();
+
+impl NodeMap {
+    fn new(topology: Topology, machine: bool) -> Self {
+        let default_node = topology
+            .numa_nodes()
+            .first()
+            .map_or(0, |n| n.os_index() as u32);
+        let len = topology.pus().last().map_or(0, |&c| c + 1);
+        let mut table = vec![default_node; len].into_boxed_slice();
+        for (pu, node) in topology.pu_node_pairs() {
+            if let Some(node) = node {
+                table[pu] = node as u32;
+            }
+        }
+        let cpu_source = pick_cpu_source();
+        let node_from_tsc_aux = machine && tsc_aux_node_matches(&topology, &table);
+        NodeMap {
+            topology,
+            cpu_source,
+            node_from_tsc_aux,
+            table,
+            default_node,
+        }
+    }
+
+    #[inline]
+    fn cpu(&self) -> usize {
+        // SAFETY: `cpu_source` came from `pick_cpu_source`, which only
+        // returns available sources.
+        unsafe { self.cpu_source.read_cpu_unchecked() }.unwrap_or(0)
+    }
+
+    #[inline]
+    fn node(&self) -> usize {
+        if self.node_from_tsc_aux {
+            // SAFETY: `node_from_tsc_aux` is only set after
+            // `CpuSource::Rdpid.is_available()` returned true.
+            return (unsafe { crate::cpu_source::rdpid() } >> 12) as usize;
+        }
+        let cpu = self.cpu();
+        self.table.get(cpu).copied().unwrap_or(self.default_node) as usize
+    }
+}
+
+/// The preferred available CPU source. Order chosen by measurement
+/// (`cargo bench -p numa-bench --bench current_node`): RDPID, then
+/// `sched_getcpu`, then RDTSCP.
+fn pick_cpu_source() -> CpuSource {
+    CpuSource::available()
+        .first()
+        .copied()
+        .unwrap_or(CpuSource::Unsupported)
+}
+
+/// Whether `TSC_AUX` holds `(node << 12) | cpu` as Linux sets it: the CPU
+/// part must agree with `sched_getcpu` and the node part with the topology.
+/// A hypervisor or kernel that puts something else there fails this check
+/// and the table is used instead. Retries to tolerate migrations between
+/// the two reads.
+fn tsc_aux_node_matches(topology: &Topology, table: &[u32]) -> bool {
+    if !CpuSource::Rdpid.is_available() || !CpuSource::SchedGetcpu.is_available() {
+        return false;
+    }
+    if topology.pus().last().is_some_and(|&c| c >= 4096) {
+        return false; // 12 CPU bits cannot name every CPU.
+    }
+    for _ in 0..100 {
+        let (Some(before), Some(aux), Some(after)) = (
+            CpuSource::SchedGetcpu.read_cpu(),
+            CpuSource::Rdpid.read_tsc_aux(),
+            CpuSource::SchedGetcpu.read_cpu(),
+        ) else {
+            return false;
+        };
+        if before != after {
+            continue; // migrated in between
+        }
+        let aux_cpu = (aux & 0xfff) as usize;
+        let aux_node = aux >> 12;
+        return aux_cpu == before && table.get(before) == Some(&aux_node);
+    }
+    false
+}
+
+fn machine() -> &'static (Topology, Option<String>) {
+    MACHINE.get_or_init(|| match Topology::system() {
+        Ok(t) => (t, None),
+        Err(e) => {
+            let cpus = crate::sysfs::online_cpus_or_count();
+            (
+                Topology::single_node(cpus),
+                Some(format!("cannot read the NUMA topology ({e})")),
+            )
+        }
+    })
+}
+
+fn warn_once(message: &str) {
+    static WARNED: OnceLock<()> = OnceLock::new();
+    WARNED.get_or_init(|| {
+        eprintln!("numa-topology: {message}");
+    });
+}
+
+static FALLBACK: OnceLock<String> = OnceLock::new();
+
+#[cold]
+#[inline(never)]
+fn init_map() -> &'static NodeMap {
+    let (machine_topology, machine_problem) = machine();
+    let map = match VirtualLayout::from_env() {
+        Ok(Some(layout)) => virtual_map(&layout, machine_topology),
+        Ok(None) => None,
+        Err(e) => {
+            let msg = format!("{e}; ignoring it");
+            let _ = FALLBACK.set(msg.clone());
+            warn_once(&msg);
+            None
+        }
+    };
+    let map = map.unwrap_or_else(|| {
+        if let Some(problem) = machine_problem {
+            let msg = format!("{problem}; working as if the machine had one NUMA node");
+            let _ = FALLBACK.set(msg.clone());
+            warn_once(&msg);
+        }
+        NodeMap::new(machine_topology.clone(), machine_problem.is_none())
+    });
+    let new = Box::into_raw(Box::new(map));
+    match MAP.compare_exchange(ptr::null_mut(), new, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: `new` came from Box::into_raw and is now published; it is
+        // never freed.
+        Ok(_) => unsafe { &*new },
+        Err(existing) => {
+            // SAFETY: `new` came from Box::into_raw above and was never
+            // published, so this is its only owner.
+            drop(unsafe { Box::from_raw(new) });
+            // SAFETY: non-null pointers in MAP come from Box::into_raw and
+            // are never freed.
+            unsafe { &*existing }
+        }
+    }
+}
+
+fn virtual_map(layout: &VirtualLayout, machine: &Topology) -> Option<NodeMap> {
+    Topology::from_virtual(layout, machine.pus())
+        .ok()
+        .map(|t| NodeMap::new(t, false))
+}
+
+#[inline]
+fn map() -> &'static NodeMap {
+    let p = MAP.load(Ordering::Acquire);
+    if p.is_null() {
+        return init_map();
+    }
+    // SAFETY: non-null pointers in MAP come from Box::into_raw (published
+    // with Release, read with Acquire) and are never freed.
+    unsafe { &*p }
+}
+
+/// The OS index of the NUMA node the calling thread runs on.
+///
+/// In order: the node assigned with [`set_current_thread_node`]; with a
+/// virtual layout active (`NUMA_TOPOLOGY` or [`set_virtual_layout`]), the
+/// virtual node of the current CPU; else the real node of the current CPU
+/// (x86-64 Linux: `TSC_AUX >> 12` read with RDPID; elsewhere `sched_getcpu`
+/// and a CPU-to-node table). A CPU the topology does not map gives the
+/// lowest node OS index. If the topology cannot be read, the answer is 0
+/// and a warning is printed once to stderr (see [`fallback_reason`]).
+///
+/// The thread may migrate right after the call, so the answer can be
+/// stale: locks use it as a hint, never for correctness. Cost: about 2 ns
+/// on the development machine (`numa-bench` bench `current_node`).
+/// Never panics.
+#[inline]
+pub fn current_node() -> usize {
+    if let Some(node) = THREAD_NODE.with(Cell::get) {
+        return node;
+    }
+    map().node()
+}
+
+/// The OS index of the CPU (PU) the calling thread runs on, or 0 when the
+/// platform cannot tell. Same sources and caveats as [`current_node`].
+#[inline]
+pub fn current_cpu() -> usize {
+    map().cpu()
+}
+
+/// Assigns the calling thread to a (virtual) node: [`current_node`] returns
+/// `node` on this thread until cleared with `None`. Meant for tests and
+/// benchmarks; it does not move the thread (see
+/// [`bind_current_thread_to_node`](crate::bind_current_thread_to_node)).
+pub fn set_current_thread_node(node: Option<usize>) {
+    THREAD_NODE.with(|n| n.set(node));
+}
+
+/// The node assigned to the calling thread with [`set_current_thread_node`].
+pub fn current_thread_node() -> Option<usize> {
+    THREAD_NODE.with(Cell::get)
+}
+
+/// Activates a virtual layout for the whole process (`Some`), or goes back
+/// to the running machine's topology (`None`). Overrides `NUMA_TOPOLOGY`.
+/// Threads see the change at their next [`current_node`] call.
+///
+/// # Errors
+/// [`TopologyError::Inconsistent`] if the layout cannot be applied to the
+/// machine's CPUs (not expected for layouts that parsed).
+pub fn set_virtual_layout(layout: Option<&VirtualLayout>) -> Result<(), TopologyError> {
+    let (machine_topology, machine_problem) = machine();
+    let map = match layout {
+        Some(l) => NodeMap::new(Topology::from_virtual(l, machine_topology.pus())?, false),
+        None => NodeMap::new(machine_topology.clone(), machine_problem.is_none()),
+    };
+    // The old map is leaked on purpose: other threads may still read it.
+    MAP.store(Box::into_raw(Box::new(map)), Ordering::Release);
+    Ok(())
+}
+
+/// The topology [`current_node`] answers from: the virtual one when a
+/// layout is active, else the machine's (or the one-node fallback).
+pub fn active_topology() -> &'static Topology {
+    &map().topology
+}
+
+/// The running machine's topology as [`current_node`] sees it, read once
+/// and cached (the one-node fallback if it could not be read).
+pub fn machine_topology() -> &'static Topology {
+    &machine().0
+}
+
+/// Why `current_node` works from a one-node fallback, or ignores a
+/// malformed `NUMA_TOPOLOGY`: the message that was printed to stderr once.
+/// `None` when the topology was read normally.
+pub fn fallback_reason() -> Option<&'static str> {
+    let _ = map();
+    FALLBACK.get().map(String::as_str)
+}
+
+/// The CPU source [`current_cpu`] uses, and whether [`current_node`] reads
+/// the node straight from `TSC_AUX` (otherwise: CPU then table).
+pub fn current_node_method() -> (CpuSource, bool) {
+    let m = map();
+    (m.cpu_source, m.node_from_tsc_aux)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_node_overrides_and_clears() {
+        std::thread::spawn(|| {
+            set_current_thread_node(Some(7));
+            assert_eq!(current_node(), 7);
+            assert_eq!(current_thread_node(), Some(7));
+            set_current_thread_node(None);
+            assert_eq!(current_thread_node(), None);
+            let n = current_node();
+            assert!(
+                active_topology().node(n).is_some(),
+                "node {n} not in the active topology"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn thread_node_is_per_thread() {
+        set_current_thread_node(Some(3));
+        let other = std::thread::spawn(current_thread_node).join().unwrap();
+        assert_eq!(other, None);
+        assert_eq!(current_node(), 3);
+        set_current_thread_node(None);
+    }
+}
