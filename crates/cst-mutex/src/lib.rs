@@ -1,1 +1,132 @@
-//! CST-style NUMA-aware blocking locks (skeleton).
+//! CST-style NUMA-aware blocking locks: [`Mutex`], [`RwLock`] and [`Condvar`]
+//! for `lock_api` 0.5.
+//!
+//! # What it is
+//!
+//! A port of the ideas of CST (Kashyap, Min, Kim, "Scalable NUMA-aware
+//! Blocking Synchronization Primitives", USENIX ATC 2017) to user-space Rust:
+//!
+//! * a **cohort of per-node snodes**: each NUMA node that contends on a lock gets
+//!   an snode holding that node's waiting queue (a `parking_lot_core` queue
+//!   keyed by the snode's address) and its active-waiter and reader counters;
+//!   the snodes of a lock form a list whose cyclic order is the global order;
+//! * **NUMA batching**: the unlocker serves its own node while the node's batch
+//!   lasts ([`batch_bound`], 128 by default), then the next node with waiters, so
+//!   the lock (and the data it protects) stays on one node for a while but no
+//!   node starves;
+//! * **lazy allocation**: snodes are allocated the first time a thread of that
+//!   node contends and freed when the lock is dropped; an uncontended lock is
+//!   two words and allocates nothing;
+//! * **spin, then park**: a waiter spins (about 1 us of pauses, then up to 7
+//!   yields) as its node's *active waiter* while the lock is likely to come soon;
+//!   other waiters of the node, and every waiter once the lock has at least as
+//!   many parked waiters as the machine has CPUs, park at once. The unlocker
+//!   releases to an active waiter before waking a parked one, and wakes a parked
+//!   waiter ahead of need so the node has an active waiter for the next round
+//!   (seed 001: strict handoff to a thread that is not running wastes its time
+//!   slice);
+//! * **never idle while a running thread wants it**: without an owed handoff the
+//!   unlock releases the lock (barging) and wakes one parked waiter to compete;
+//! * **eventual fairness** (`parking_lot`'s): a parked waiter whose node has
+//!   waited past [`fairness_timeout`] (0.5 ms by default) is handed the lock
+//!   directly.
+//!
+//! # When to use it
+//!
+//! * Pick `cst-mutex` over `numa-spin` when threads may outnumber CPUs or be
+//!   preempted (VMs, thread pools, async runtimes' blocking pools), or when
+//!   critical sections are long: a spinlock wastes whole time slices there,
+//!   these locks park.
+//! * Pick `numa-spin` for short critical sections with at most one thread per
+//!   CPU (no preemption): a queue spinlock hands over faster than a parking lock.
+//! * Pick `cst-mutex` over `parking_lot` on multi-node machines with contended
+//!   locks: batching by node cuts the cross-node traffic of the lock word and the
+//!   protected data. On a single-node machine `parking_lot` is as good or better
+//!   (and its `Mutex` is 1 byte instead of 16).
+//!
+//! # Fairness and starvation
+//!
+//! Mutex (and the writer side of the rwlock): barging, so a running thread can
+//! take a free lock ahead of parked waiters; within a node waiters are woken in
+//! FIFO order (the parking-lot queue); across nodes the lock moves after at most
+//! [`batch_bound`] consecutive wake-ups on one node; and once per
+//! [`fairness_timeout`] per node a parked waiter gets a direct handoff, which
+//! bounds how long a barging stream can starve it. `unlock_fair` always hands
+//! off.
+//!
+//! # RwLock policy
+//!
+//! Writers serialise on the cohort mutex, then set a writer bit that stops new
+//! readers and wait for the readers inside to drain: writers do not starve.
+//! Readers that arrive during a writer's turn park and are all admitted when it
+//! leaves, before the next writer: readers do not starve. An upgradable reader
+//! holds the cohort mutex without the writer bit.
+//!
+//! # Memory cost
+//!
+//! * `size_of::<Mutex<()>>()` = `size_of::<RwLock<()>>()` = 16 bytes,
+//!   `size_of::<Condvar>()` = 8 bytes (64-bit targets).
+//! * Each node that has contended adds one 128-byte snode (2 cache lines: the
+//!   waiter state, then the reader counter on its own line). A contended lock on
+//!   an N-node machine costs at most 16 + 128 N bytes (N = 2: 272 bytes, N = 8:
+//!   1040 bytes), against ~1.6 KB for an eagerly allocated cohort lock, and only
+//!   while it lives. Parked threads use `parking_lot_core`'s global table.
+//!
+//! # Examples
+//!
+//! ```
+//! use cst_mutex::{Condvar, Mutex, RwLock};
+//!
+//! static TOTAL: Mutex<u64> = Mutex::new(0);
+//! *TOTAL.lock() += 1;
+//! assert_eq!(*TOTAL.lock(), 1);
+//!
+//! let table = RwLock::new(vec![0u8; 4]);
+//! assert_eq!(table.read().len(), 4);
+//! table.write()[0] = 7;
+//!
+//! let cv = Condvar::new();
+//! assert_eq!(cv.notify_all(), 0); // nobody waits
+//! ```
+//!
+//! # Cargo features
+//!
+//! None. The crate builds with `--cfg numa_loom` for the loom models
+//! (`tests/loom.rs`); then the `INIT`/`const fn new` constructors are replaced
+//! by non-`const` ones.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod cohort;
+mod condvar;
+mod config;
+mod mutex;
+mod raw_condvar;
+mod raw_mutex;
+mod raw_rwlock;
+mod rwlock;
+mod snode;
+mod sync;
+
+pub use condvar::Condvar;
+pub use config::{
+    ConfigError, DEFAULT_BATCH_BOUND, DEFAULT_FAIRNESS_TIMEOUT, batch_bound, fairness_timeout,
+    set_batch_bound, set_fairness_timeout,
+};
+pub use mutex::{MappedMutexGuard, Mutex, MutexGuard};
+pub use raw_condvar::RawCondvar;
+pub use raw_mutex::{MutexGuardState, RawMutex};
+pub use raw_rwlock::{ExclusiveGuardState, RawRwLock, SharedGuardState};
+pub use rwlock::{
+    MappedRwLockReadGuard, MappedRwLockWriteGuard, RwLock, RwLockReadGuard,
+    RwLockUpgradableReadGuard, RwLockWriteGuard,
+};
+
+/// Test hook for the loom models: sets the NUMA node the calling loom thread
+/// reports (loom threads share one OS thread, so `numa_topology`'s
+/// thread-local cannot tell them apart). Not part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __set_loom_node(node: usize) {
+    sync::set_loom_node(node);
+}

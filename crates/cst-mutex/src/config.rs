@@ -1,0 +1,118 @@
+//! Process-wide tunables: the batch bound and the fairness timeout.
+
+use crate::snode::Snode;
+use std::fmt;
+use std::sync::atomic::{
+    AtomicU32 as StdAtomicU32, AtomicU64 as StdAtomicU64, Ordering as StdOrdering,
+};
+use std::time::Duration;
+
+/// Default batch bound: how many consecutive times the lock may be passed to
+/// a waiter of the unlocker's own node before it moves to the next node with
+/// waiters. CST (Kashyap et al., USENIX ATC 2017, section 4) bounds the
+/// intra-socket batch the same way; the HQ spinlock RFC uses 1000 handoffs.
+/// 128 keeps the worst cross-node wait at 128 critical sections.
+pub const DEFAULT_BATCH_BOUND: u32 = 128;
+
+/// Default eventual-fairness timeout: 500 000 ns (0.5 ms), parking_lot's
+/// `FairTimeout` period. A parked waiter of a node is owed a direct handoff
+/// once per this period.
+pub const DEFAULT_FAIRNESS_TIMEOUT: Duration = Duration::from_micros(500);
+
+static BATCH_BOUND: StdAtomicU32 = StdAtomicU32::new(DEFAULT_BATCH_BOUND);
+static FAIRNESS_NS: StdAtomicU64 = StdAtomicU64::new(500_000);
+
+/// A rejected tunable value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The batch bound must be at least 1 (0 would never serve the own node).
+    ZeroBatchBound,
+    /// The fairness timeout must be between 1 ns and `u64::MAX` ns (given: the value).
+    FairnessTimeoutOutOfRange(Duration),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroBatchBound => write!(f, "batch bound must be at least 1, got 0"),
+            ConfigError::FairnessTimeoutOutOfRange(d) => {
+                write!(
+                    f,
+                    "fairness timeout must be 1 ns ..= u64::MAX ns, got {d:?}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Sets the batch bound for every lock of this crate (see
+/// [`DEFAULT_BATCH_BOUND`]).
+///
+/// # Errors
+///
+/// [`ConfigError::ZeroBatchBound`] if `bound` is 0.
+pub fn set_batch_bound(bound: u32) -> Result<(), ConfigError> {
+    if bound == 0 {
+        return Err(ConfigError::ZeroBatchBound);
+    }
+    BATCH_BOUND.store(bound, StdOrdering::Relaxed);
+    Ok(())
+}
+
+/// The current batch bound (handoffs within one node before moving on).
+pub fn batch_bound() -> u32 {
+    BATCH_BOUND.load(StdOrdering::Relaxed)
+}
+
+/// Sets the eventual-fairness timeout for every lock of this crate (see
+/// [`DEFAULT_FAIRNESS_TIMEOUT`]).
+///
+/// # Errors
+///
+/// [`ConfigError::FairnessTimeoutOutOfRange`] if `timeout` is zero or does not
+/// fit in `u64` nanoseconds.
+pub fn set_fairness_timeout(timeout: Duration) -> Result<(), ConfigError> {
+    let ns = u64::try_from(timeout.as_nanos())
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or(ConfigError::FairnessTimeoutOutOfRange(timeout))?;
+    FAIRNESS_NS.store(ns, StdOrdering::Relaxed);
+    Ok(())
+}
+
+/// The current eventual-fairness timeout.
+pub fn fairness_timeout() -> Duration {
+    Duration::from_nanos(FAIRNESS_NS.load(StdOrdering::Relaxed))
+}
+
+/// Whether a waiter of `snode` is owed a direct handoff now (its node's
+/// fairness deadline passed); if so, or if no deadline was set yet, starts
+/// the next period. Called under `snode`'s parking queue lock. Never true
+/// under loom (time is not modelled; the models use `unlock_fair`).
+pub(crate) fn fairness_due(snode: &Snode) -> bool {
+    #[cfg(numa_loom)]
+    {
+        let _ = snode;
+        false
+    }
+    #[cfg(not(numa_loom))]
+    {
+        use crate::sync::Ordering;
+        use std::sync::OnceLock;
+        use std::time::Instant;
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        let now = EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as usize;
+        let deadline = snode.fair_deadline_ns.load(Ordering::Relaxed);
+        let period = FAIRNESS_NS.load(StdOrdering::Relaxed) as usize;
+        if deadline == 0 || now >= deadline {
+            snode
+                .fair_deadline_ns
+                .store(now.saturating_add(period).max(1), Ordering::Relaxed);
+            deadline != 0
+        } else {
+            false
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! [`RawMutex`]: the `lock_api` implementation of the CST cohort mutex.
+
+use crate::cohort::{Cohort, LOCKED_BIT, UNKNOWN_NODE};
+use crate::sync::Ordering;
+use std::time::{Duration, Instant};
+
+/// A CST-style NUMA-aware blocking mutex: one word of state plus a pointer to
+/// lazily allocated per-node snodes (16 bytes on 64-bit targets).
+///
+/// Use it through [`Mutex`](crate::Mutex); the raw type is for building other
+/// primitives. The algorithm, fairness policy and memory cost are described in
+/// the [crate docs](crate).
+///
+/// # Fairness
+///
+/// Unfair by default (barging, like `parking_lot`), with eventual fairness: a
+/// parked waiter is handed the lock directly once its node's fairness timeout
+/// ([`fairness_timeout`](crate::fairness_timeout), 0.5 ms by default) has
+/// passed. [`unlock_fair`](lock_api::RawMutexFair::unlock_fair) always hands
+/// off to a parked waiter if there is one.
+pub struct RawMutex {
+    pub(crate) cohort: Cohort,
+}
+
+/// Per-acquisition guard state of [`RawMutex`]: the node the lock was taken
+/// on (or unknown when it was taken on the uncontended fast path).
+///
+/// Plain data, so guards are `Send`: the lock may be released by another
+/// thread than the one that took it.
+#[derive(Debug)]
+pub struct MutexGuardState {
+    pub(crate) node: usize,
+}
+
+impl RawMutex {
+    /// A new unlocked mutex (allocates nothing).
+    #[cfg(not(numa_loom))]
+    pub const fn new() -> Self {
+        RawMutex {
+            cohort: Cohort::new(),
+        }
+    }
+
+    /// A new unlocked mutex (loom build: loom atomics are not `const`).
+    #[cfg(numa_loom)]
+    pub fn new() -> Self {
+        RawMutex {
+            cohort: Cohort::new(),
+        }
+    }
+
+    /// The number of snodes this lock has allocated so far (nodes that have
+    /// contended on it). Each costs 128 bytes until the lock is dropped.
+    pub fn snode_count(&self) -> usize {
+        self.cohort.snodes.len()
+    }
+
+    #[inline]
+    fn lock_inner(&self, deadline: Option<Instant>) -> Option<MutexGuardState> {
+        if self.cohort.try_lock_fast() {
+            return Some(MutexGuardState { node: UNKNOWN_NODE });
+        }
+        self.cohort
+            .lock_slow(deadline)
+            .map(|node| MutexGuardState { node })
+    }
+}
+
+impl Default for RawMutex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for RawMutex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawMutex")
+            .field("locked", &lock_api::RawMutex::is_locked(self))
+            .field("snodes", &self.snode_count())
+            .finish()
+    }
+}
+
+// SAFETY: `LOCKED_BIT` is taken by CAS with Acquire and released with Release
+// (or handed to exactly one woken thread while still set), so at most one
+// acquisition holds it at a time. Guard state is plain data, forgetting it
+// leaves the lock locked (safe), and moving/dropping the mutex while locked is
+// safe: the snodes are heap allocations owned by the mutex and nobody can be
+// parked on them when the caller has `&mut`/ownership. No method unwinds after
+// changing the state.
+unsafe impl lock_api::RawMutex for RawMutex {
+    #[cfg(not(numa_loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = RawMutex::new();
+    #[cfg(numa_loom)]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = panic!("RawMutex::INIT is unavailable under loom; use RawMutex::new");
+
+    type Guard = MutexGuardState;
+
+    #[inline]
+    fn lock(&self) -> MutexGuardState {
+        match self.lock_inner(None) {
+            Some(g) => g,
+            // `lock_slow(None)` never times out.
+            None => unreachable!("untimed lock returned without the lock"),
+        }
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Option<MutexGuardState> {
+        self.cohort
+            .try_lock()
+            .then_some(MutexGuardState { node: UNKNOWN_NODE })
+    }
+
+    #[inline]
+    unsafe fn unlock(&self, guard: MutexGuardState) {
+        if self.cohort.try_unlock_fast() {
+            return;
+        }
+        self.cohort.unlock_slow(guard.node, false);
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.cohort.state.load(Ordering::Relaxed) & LOCKED_BIT != 0
+    }
+}
+
+// SAFETY: `unlock_fair` releases exactly like `unlock` or hands the still-set
+// `LOCKED_BIT` to one woken waiter; the default `bump` is used.
+unsafe impl lock_api::RawMutexFair for RawMutex {
+    #[inline]
+    unsafe fn unlock_fair(&self, guard: MutexGuardState) {
+        if self.cohort.try_unlock_fast() {
+            return;
+        }
+        self.cohort.unlock_slow(guard.node, true);
+    }
+}
+
+// SAFETY: a timed-out attempt returns `None` only after the deadline and leaves
+// no trace in the lock: the parked count is decremented under the queue lock
+// in the timeout callback, and a spinner drops out of its snode's active count
+// before its last try.
+unsafe impl lock_api::RawMutexTimed for RawMutex {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    #[inline]
+    fn try_lock_for(&self, timeout: Duration) -> Option<MutexGuardState> {
+        if self.cohort.try_lock_fast() {
+            return Some(MutexGuardState { node: UNKNOWN_NODE });
+        }
+        // An unrepresentable deadline means "wait forever".
+        self.cohort
+            .lock_slow(Instant::now().checked_add(timeout))
+            .map(|node| MutexGuardState { node })
+    }
+
+    #[inline]
+    fn try_lock_until(&self, deadline: Instant) -> Option<MutexGuardState> {
+        self.lock_inner(Some(deadline))
+    }
+}

@@ -1,0 +1,656 @@
+//! [`RawRwLock`]: the CST reader-writer lock on top of the cohort mutex.
+//!
+//! # Policy (neither readers nor writers starve)
+//!
+//! * Writers (and upgradable readers) serialise on the cohort mutex
+//!   (`LOCKED_BIT`), with the same NUMA batching, spin-then-park and eventual
+//!   fairness as [`RawMutex`](crate::RawMutex).
+//! * A writer then sets `WRITER_BIT`, which stops new readers, and waits for the
+//!   readers inside to drain (spin, then park on the lock's address + 1). Readers
+//!   cannot enter once `WRITER_BIT` is set, so a writer never starves.
+//! * Readers that arrive while `WRITER_BIT` is set park on the lock's address.
+//!   When the writer unlocks (or downgrades) it admits *all* of them in one step
+//!   before it releases the cohort mutex, so the next writer must wait for them:
+//!   readers never starve either (a phase-fair alternation under contention).
+//! * An upgradable reader holds the cohort mutex without `WRITER_BIT`: plain
+//!   readers still enter, writers and other upgradable readers wait; `upgrade`
+//!   sets `WRITER_BIT` and drains.
+//!
+//! # Reader counters
+//!
+//! An uncontended reader counts itself in the upper half of the state word
+//! (one CAS, no allocation). A reader that loses that CAS to a concurrent
+//! update (contention) registers on the reader counter of its node's snode,
+//! which sits on its own cache line, so readers of different nodes never write
+//! the same line. The shared guard remembers which counter it used.
+
+use crate::cohort::{
+    Cohort, LOCKED_BIT, READER_MASK, READER_ONE, READERS_PARKED_BIT, SPIN_ROUNDS, TOKEN_HANDOFF,
+    TOKEN_NORMAL, UNKNOWN_NODE, WRITER_BIT,
+};
+use crate::snode::Snode;
+use crate::sync::{self, Ordering, ParkResult, ParkToken};
+use std::time::{Duration, Instant};
+
+/// A CST-style NUMA-aware blocking reader-writer lock (16 bytes on 64-bit
+/// targets). Use it through [`RwLock`](crate::RwLock); see the
+/// [module policy](crate#rwlock-policy) and the [crate docs](crate).
+///
+/// # Fairness
+///
+/// Writers are ordered like [`RawMutex`](crate::RawMutex) waiters (NUMA
+/// batches, barging, eventual fairness); readers that waited for a writer are
+/// all admitted when it leaves, before the next writer.
+pub struct RawRwLock {
+    cohort: Cohort,
+}
+
+/// Shared guard state: which reader counter this reader registered on (the
+/// state word, or the per-node counter of an snode).
+#[derive(Debug)]
+pub struct SharedGuardState {
+    /// 0 for the state word, else the address of the snode whose counter holds us.
+    counter: usize,
+}
+
+/// Exclusive or upgradable guard state: the node the cohort mutex was taken
+/// on (or unknown when taken on the fast path).
+#[derive(Debug)]
+pub struct ExclusiveGuardState {
+    node: usize,
+}
+
+const FAST: usize = 0;
+
+impl RawRwLock {
+    /// A new unlocked lock (allocates nothing).
+    #[cfg(not(numa_loom))]
+    pub const fn new() -> Self {
+        RawRwLock {
+            cohort: Cohort::new(),
+        }
+    }
+
+    /// A new unlocked lock (loom build: loom atomics are not `const`).
+    #[cfg(numa_loom)]
+    pub fn new() -> Self {
+        RawRwLock {
+            cohort: Cohort::new(),
+        }
+    }
+
+    /// The number of snodes allocated so far (nodes that contended); each costs
+    /// 128 bytes (waiter line + reader-counter line) until the lock is dropped.
+    pub fn snode_count(&self) -> usize {
+        self.cohort.snodes.len()
+    }
+
+    #[inline]
+    fn reader_key(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    #[inline]
+    fn writer_key(&self) -> usize {
+        self as *const Self as usize + 1
+    }
+
+    /// Readers inside (or transiently registered): the fast counter plus every
+    /// per-node counter.
+    fn readers_total(&self) -> usize {
+        let fast = (self.cohort.state.load(Ordering::SeqCst) & READER_MASK) / READER_ONE;
+        fast + self
+            .cohort
+            .snodes
+            .iter()
+            .map(|s| s.readers.count.load(Ordering::SeqCst))
+            .sum::<usize>()
+    }
+
+    /// One try on the fast (state-word) reader counter.
+    #[inline]
+    fn try_shared_fast(&self) -> Option<bool> {
+        let s = self.cohort.state.load(Ordering::Relaxed);
+        if s & WRITER_BIT != 0 {
+            return Some(false);
+        }
+        if s & READER_MASK == READER_MASK {
+            return None;
+        }
+        match self.cohort.state.compare_exchange_weak(
+            s,
+            s + READER_ONE,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => Some(true),
+            Err(_) => None,
+        }
+    }
+
+    /// Registers on `snode`'s counter if no writer is in; on failure leaves
+    /// again (waking a draining writer if we were the last reader).
+    fn try_shared_node(&self, snode: &Snode) -> bool {
+        snode.readers.count.fetch_add(1, Ordering::SeqCst);
+        if self.cohort.state.load(Ordering::SeqCst) & WRITER_BIT == 0 {
+            return true;
+        }
+        snode.readers.count.fetch_sub(1, Ordering::SeqCst);
+        self.after_reader_left();
+        false
+    }
+
+    /// Called after a reader left while a writer may be draining: wakes it when
+    /// no reader remains (Dekker: we decremented before reading `WRITER_BIT`,
+    /// the writer set it before counting).
+    fn after_reader_left(&self) {
+        if self.cohort.state.load(Ordering::SeqCst) & WRITER_BIT != 0 && self.readers_total() == 0 {
+            // SAFETY:
+            // - the key is this lock's address + 1, which this crate controls;
+            // - the callback neither unwinds nor calls into the parking lot.
+            unsafe { sync::unpark_one(self.writer_key(), |_| TOKEN_NORMAL) };
+        }
+    }
+
+    #[cold]
+    fn lock_shared_slow(&self, deadline: Option<Instant>) -> Option<SharedGuardState> {
+        let node = sync::current_node();
+        let snode = self.cohort.snodes.get_or_insert(node);
+        let mut round = 0u32;
+        loop {
+            if self.try_shared_node(snode) {
+                return Some(SharedGuardState {
+                    counter: snode as *const Snode as usize,
+                });
+            }
+            if round < SPIN_ROUNDS {
+                round += 1;
+                if round <= 3 {
+                    for _ in 0..(1u32 << round) {
+                        sync::spin_loop();
+                    }
+                } else {
+                    sync::yield_now();
+                }
+                continue;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return None;
+            }
+            let state = &self.cohort.state;
+            let validate = || {
+                let mut s = state.load(Ordering::Relaxed);
+                loop {
+                    if s & WRITER_BIT == 0 {
+                        return false;
+                    }
+                    match state.compare_exchange_weak(
+                        s,
+                        s | READERS_PARKED_BIT,
+                        Ordering::SeqCst,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => return true,
+                        Err(x) => s = x,
+                    }
+                }
+            };
+            let timed_out = |_key: usize, last: bool| {
+                if last {
+                    state.fetch_and(!READERS_PARKED_BIT, Ordering::Relaxed);
+                }
+            };
+            // SAFETY:
+            // - the key is this lock's address, which this crate controls;
+            // - `validate`/`timed_out` only touch atomics: no unwinding, no
+            //   parking-lot calls; `before_sleep` is empty.
+            let r = unsafe {
+                sync::park(
+                    self.reader_key(),
+                    validate,
+                    || {},
+                    timed_out,
+                    ParkToken(0),
+                    deadline,
+                )
+            };
+            match r {
+                ParkResult::Unparked(TOKEN_HANDOFF) => {
+                    return Some(SharedGuardState { counter: FAST });
+                }
+                ParkResult::Unparked(_) | ParkResult::Invalid => round = 0,
+                ParkResult::TimedOut => return None,
+            }
+        }
+    }
+
+    #[inline]
+    fn lock_shared_inner(&self, deadline: Option<Instant>) -> Option<SharedGuardState> {
+        if self.try_shared_fast() == Some(true) {
+            return Some(SharedGuardState { counter: FAST });
+        }
+        self.lock_shared_slow(deadline)
+    }
+
+    /// Takes the cohort mutex (writers and upgradable readers).
+    fn lock_cohort(&self, deadline: Option<Instant>) -> Option<ExclusiveGuardState> {
+        if self.cohort.try_lock() {
+            return Some(ExclusiveGuardState { node: UNKNOWN_NODE });
+        }
+        self.cohort
+            .lock_slow(deadline)
+            .map(|node| ExclusiveGuardState { node })
+    }
+
+    /// Releases the cohort mutex (we hold it, `WRITER_BIT` clear).
+    fn unlock_cohort(&self, g: ExclusiveGuardState, fair: bool) {
+        if self.cohort.try_unlock_fast() {
+            return;
+        }
+        self.cohort.unlock_slow(g.node, fair);
+    }
+
+    /// Waits until no reader is inside (we hold the cohort mutex and
+    /// `WRITER_BIT`). Returns false if `deadline` passed first.
+    fn wait_for_readers(&self, deadline: Option<Instant>) -> bool {
+        let mut round = 0u32;
+        loop {
+            if self.readers_total() == 0 {
+                return true;
+            }
+            if round < SPIN_ROUNDS {
+                round += 1;
+                if round <= 3 {
+                    for _ in 0..(1u32 << round) {
+                        sync::spin_loop();
+                    }
+                } else {
+                    sync::yield_now();
+                }
+                continue;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
+            // SAFETY:
+            // - the key is this lock's address + 1, which this crate controls;
+            // - `validate` only reads atomics; `before_sleep`/`timed_out` are empty.
+            unsafe {
+                sync::park(
+                    self.writer_key(),
+                    || self.readers_total() != 0,
+                    || {},
+                    |_, _| {},
+                    ParkToken(0),
+                    deadline,
+                )
+            };
+        }
+    }
+
+    /// Sets `WRITER_BIT` and drains readers; on timeout clears it again.
+    fn become_writer(&self, deadline: Option<Instant>) -> bool {
+        self.cohort.state.fetch_or(WRITER_BIT, Ordering::SeqCst);
+        if self.wait_for_readers(deadline) {
+            return true;
+        }
+        self.clear_writer_bit();
+        false
+    }
+
+    /// Clears `WRITER_BIT` and admits every parked reader in one step (they
+    /// are counted on the state word before the cohort mutex is released, so
+    /// the next writer waits for them). We hold the cohort mutex.
+    fn clear_writer_bit(&self) {
+        let old = self.cohort.state.fetch_and(!WRITER_BIT, Ordering::SeqCst);
+        if old & READERS_PARKED_BIT == 0 {
+            return;
+        }
+        let state = &self.cohort.state;
+        let callback = |n: usize| {
+            // No reader can park now: `WRITER_BIT` is clear and only the cohort
+            // holder (us) can set it again.
+            let mut s = state.load(Ordering::Relaxed);
+            loop {
+                let new = (s & !READERS_PARKED_BIT) + n * READER_ONE;
+                match state.compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed) {
+                    Ok(_) => return TOKEN_HANDOFF,
+                    Err(x) => s = x,
+                }
+            }
+        };
+        // SAFETY:
+        // - the key is this lock's address, which this crate controls;
+        // - the callback only updates the state word: no unwinding, no
+        //   parking-lot calls.
+        unsafe { sync::unpark_all_with(self.reader_key(), callback) };
+    }
+
+    fn unlock_exclusive_inner(&self, g: ExclusiveGuardState, fair: bool) {
+        // Nothing else set: no reader parked or inside, no writer parked.
+        if self
+            .cohort
+            .state
+            .compare_exchange(
+                LOCKED_BIT | WRITER_BIT,
+                0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            return;
+        }
+        self.clear_writer_bit();
+        self.unlock_cohort(g, fair);
+    }
+
+    fn unlock_shared_inner(&self, g: SharedGuardState) {
+        if g.counter == FAST {
+            let old = self.cohort.state.fetch_sub(READER_ONE, Ordering::SeqCst);
+            if old & WRITER_BIT != 0 {
+                self.after_reader_left();
+            }
+        } else {
+            // SAFETY: `counter` is the address of an snode of this lock (set in
+            // `lock_shared_slow`); snodes live until the lock is dropped, which
+            // cannot happen while this shared acquisition exists.
+            let snode = unsafe { &*(g.counter as *const Snode) };
+            snode.readers.count.fetch_sub(1, Ordering::SeqCst);
+            self.after_reader_left();
+        }
+    }
+
+    fn lock_exclusive_inner(&self, deadline: Option<Instant>) -> Option<ExclusiveGuardState> {
+        if self
+            .cohort
+            .state
+            .compare_exchange(
+                0,
+                LOCKED_BIT | WRITER_BIT,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            return Some(ExclusiveGuardState { node: UNKNOWN_NODE });
+        }
+        let g = self.lock_cohort(deadline)?;
+        if self.become_writer(deadline) {
+            return Some(g);
+        }
+        self.unlock_cohort(g, false);
+        None
+    }
+}
+
+impl Default for RawRwLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for RawRwLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawRwLock")
+            .field("state", &self.cohort.state.load(Ordering::Relaxed))
+            .field("snodes", &self.snode_count())
+            .finish()
+    }
+}
+
+// SAFETY: exclusive acquisitions hold the cohort mutex and `WRITER_BIT` and
+// have waited until every reader counter is 0; a reader enters only by
+// registering on a counter and then seeing `WRITER_BIT` clear (SeqCst on both
+// sides), or by being admitted by a writer that is leaving. Acquire/Release on
+// the state word and the counters order the critical sections. Guard state is
+// plain data; forgetting it leaves the lock held (safe); moving or dropping
+// the lock with exclusive access is safe (snodes are owned heap memory).
+unsafe impl lock_api::RawRwLock for RawRwLock {
+    #[cfg(not(numa_loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = RawRwLock::new();
+    #[cfg(numa_loom)]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = panic!("RawRwLock::INIT is unavailable under loom; use RawRwLock::new");
+
+    type SharedGuard = SharedGuardState;
+    type ExclusiveGuard = ExclusiveGuardState;
+
+    #[inline]
+    fn lock_shared(&self) -> SharedGuardState {
+        match self.lock_shared_inner(None) {
+            Some(g) => g,
+            None => unreachable!("untimed read lock returned without the lock"),
+        }
+    }
+
+    #[inline]
+    fn try_lock_shared(&self) -> Option<SharedGuardState> {
+        loop {
+            match self.try_shared_fast() {
+                Some(true) => return Some(SharedGuardState { counter: FAST }),
+                Some(false) => return None,
+                None => {
+                    if self.cohort.state.load(Ordering::Relaxed) & READER_MASK == READER_MASK {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn unlock_shared(&self, guard: SharedGuardState) {
+        self.unlock_shared_inner(guard);
+    }
+
+    #[inline]
+    fn lock_exclusive(&self) -> ExclusiveGuardState {
+        match self.lock_exclusive_inner(None) {
+            Some(g) => g,
+            None => unreachable!("untimed write lock returned without the lock"),
+        }
+    }
+
+    #[inline]
+    fn try_lock_exclusive(&self) -> Option<ExclusiveGuardState> {
+        self.cohort
+            .state
+            .compare_exchange(
+                0,
+                LOCKED_BIT | WRITER_BIT,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .ok()
+            .map(|_| ExclusiveGuardState { node: UNKNOWN_NODE })
+            .or_else(|| {
+                if !self.cohort.try_lock() {
+                    return None;
+                }
+                self.cohort.state.fetch_or(WRITER_BIT, Ordering::SeqCst);
+                if self.readers_total() == 0 {
+                    return Some(ExclusiveGuardState { node: UNKNOWN_NODE });
+                }
+                self.clear_writer_bit();
+                self.unlock_cohort(ExclusiveGuardState { node: UNKNOWN_NODE }, false);
+                None
+            })
+    }
+
+    #[inline]
+    unsafe fn unlock_exclusive(&self, guard: ExclusiveGuardState) {
+        self.unlock_exclusive_inner(guard, false);
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.cohort.state.load(Ordering::Relaxed) & (LOCKED_BIT | WRITER_BIT) != 0
+            || self.readers_total() != 0
+    }
+
+    #[inline]
+    fn is_locked_exclusive(&self) -> bool {
+        self.cohort.state.load(Ordering::Relaxed) & WRITER_BIT != 0
+    }
+}
+
+// SAFETY: the fair variants release exactly like the plain ones, except that
+// the cohort mutex is handed directly to a parked writer if there is one.
+unsafe impl lock_api::RawRwLockFair for RawRwLock {
+    #[inline]
+    unsafe fn unlock_shared_fair(&self, guard: SharedGuardState) {
+        self.unlock_shared_inner(guard);
+    }
+
+    #[inline]
+    unsafe fn unlock_exclusive_fair(&self, guard: ExclusiveGuardState) {
+        self.unlock_exclusive_inner(guard, true);
+    }
+}
+
+// SAFETY: the writer counts itself as a (state-word) reader before it clears
+// `WRITER_BIT` and releases the cohort mutex, so no writer can enter between.
+unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
+    unsafe fn downgrade(&self, guard: ExclusiveGuardState) -> SharedGuardState {
+        self.cohort.state.fetch_add(READER_ONE, Ordering::Acquire);
+        self.clear_writer_bit();
+        self.unlock_cohort(guard, false);
+        SharedGuardState { counter: FAST }
+    }
+}
+
+// SAFETY: timed-out attempts undo every step they took (cohort mutex,
+// `WRITER_BIT`, reader registration) before returning `None` after the deadline.
+unsafe impl lock_api::RawRwLockTimed for RawRwLock {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    fn try_lock_shared_for(&self, timeout: Duration) -> Option<SharedGuardState> {
+        self.lock_shared_inner(Instant::now().checked_add(timeout))
+    }
+
+    fn try_lock_shared_until(&self, deadline: Instant) -> Option<SharedGuardState> {
+        self.lock_shared_inner(Some(deadline))
+    }
+
+    fn try_lock_exclusive_for(&self, timeout: Duration) -> Option<ExclusiveGuardState> {
+        self.lock_exclusive_inner(Instant::now().checked_add(timeout))
+    }
+
+    fn try_lock_exclusive_until(&self, deadline: Instant) -> Option<ExclusiveGuardState> {
+        self.lock_exclusive_inner(Some(deadline))
+    }
+}
+
+// SAFETY: one upgradable holder at a time (it holds the cohort mutex);
+// `upgrade` sets `WRITER_BIT` and waits for all readers to drain, acquiring
+// from their releases (SeqCst counters).
+unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
+    type UpgradableGuard = ExclusiveGuardState;
+
+    fn lock_upgradable(&self) -> ExclusiveGuardState {
+        match self.lock_cohort(None) {
+            Some(g) => g,
+            None => unreachable!("untimed upgradable lock returned without the lock"),
+        }
+    }
+
+    fn try_lock_upgradable(&self) -> Option<ExclusiveGuardState> {
+        self.cohort
+            .try_lock()
+            .then_some(ExclusiveGuardState { node: UNKNOWN_NODE })
+    }
+
+    unsafe fn unlock_upgradable(&self, guard: ExclusiveGuardState) {
+        self.unlock_cohort(guard, false);
+    }
+
+    unsafe fn upgrade(&self, guard: ExclusiveGuardState) -> ExclusiveGuardState {
+        self.become_writer(None);
+        guard
+    }
+
+    unsafe fn try_upgrade(
+        &self,
+        guard: ExclusiveGuardState,
+    ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
+        self.cohort.state.fetch_or(WRITER_BIT, Ordering::SeqCst);
+        if self.readers_total() == 0 {
+            return Ok(guard);
+        }
+        self.clear_writer_bit();
+        Err(guard)
+    }
+}
+
+// SAFETY: as for `RawRwLockFair`.
+unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
+    unsafe fn unlock_upgradable_fair(&self, guard: ExclusiveGuardState) {
+        self.unlock_cohort(guard, true);
+    }
+}
+
+// SAFETY: downgrades keep the lock held throughout: a shared downgrade
+// registers a reader before releasing the cohort mutex; the exclusive-to-
+// upgradable downgrade only clears `WRITER_BIT` (admitting waiting readers).
+unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
+    unsafe fn downgrade_upgradable(&self, guard: ExclusiveGuardState) -> SharedGuardState {
+        self.cohort.state.fetch_add(READER_ONE, Ordering::Acquire);
+        self.unlock_cohort(guard, false);
+        SharedGuardState { counter: FAST }
+    }
+
+    unsafe fn downgrade_to_upgradable(&self, guard: ExclusiveGuardState) -> ExclusiveGuardState {
+        self.clear_writer_bit();
+        guard
+    }
+}
+
+// SAFETY: as for `RawRwLockTimed`; a timed-out upgrade clears `WRITER_BIT`
+// again and keeps the upgradable acquisition.
+unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
+    fn try_lock_upgradable_for(&self, timeout: Duration) -> Option<ExclusiveGuardState> {
+        self.lock_cohort(Instant::now().checked_add(timeout))
+    }
+
+    fn try_lock_upgradable_until(&self, deadline: Instant) -> Option<ExclusiveGuardState> {
+        self.lock_cohort(Some(deadline))
+    }
+
+    unsafe fn try_upgrade_for(
+        &self,
+        guard: ExclusiveGuardState,
+        timeout: Duration,
+    ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
+        // SAFETY: forwarded precondition: `guard` is an upgradable acquisition.
+        unsafe { self.try_upgrade_until_opt(guard, Instant::now().checked_add(timeout)) }
+    }
+
+    unsafe fn try_upgrade_until(
+        &self,
+        guard: ExclusiveGuardState,
+        deadline: Instant,
+    ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
+        // SAFETY: forwarded precondition: `guard` is an upgradable acquisition.
+        unsafe { self.try_upgrade_until_opt(guard, Some(deadline)) }
+    }
+}
+
+impl RawRwLock {
+    /// # Safety
+    ///
+    /// `guard` must be the state of an upgradable acquisition of this lock.
+    unsafe fn try_upgrade_until_opt(
+        &self,
+        guard: ExclusiveGuardState,
+        deadline: Option<Instant>,
+    ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
+        if self.become_writer(deadline) {
+            Ok(guard)
+        } else {
+            Err(guard)
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Per-node snodes and the lazily built list that holds them.
+//!
+//! CST (Kashyap, Min, Kim, USENIX ATC 2017, section 4) gives every lock one
+//! "snode" per NUMA node that has contended on it. An snode is allocated the
+//! first time a thread of its node has to wait, is pushed onto a lock-free
+//! singly linked list whose head lives in the lock, and stays there until the
+//! lock is dropped. A lock that is never contended allocates nothing.
+//!
+//! The list order (newest first) is the *global order among snodes*: the
+//! unlocker moves the lock to the next snode in this cyclic order that has
+//! waiters (see `RawMutex::unlock_slow`).
+//!
+//! Layout: the hot waiting state (parked and spinning counts, batch counter,
+//! fairness deadline) fills one 64-byte line, so one snode is exactly
+//! 128 bytes (2 cache lines, the second one holds the reader counter of a
+//! `RawRwLock`, which therefore never shares a line with the waiter state).
+
+use crate::sync::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::ptr;
+
+/// One NUMA node's share of a contended lock.
+///
+/// Parked waiters of the node park on the snode's address (key
+/// [`Snode::park_key`]); the counters below are kept under that parking
+/// queue's lock (`parked`) or by their owner (`batch`, `fair_deadline_ns`).
+#[repr(C, align(64))]
+pub(crate) struct Snode {
+    /// The NUMA node (OS index) of this snode. Immutable.
+    pub(crate) node: usize,
+    /// Next snode in the lock's list (older). Immutable once published.
+    pub(crate) next: *mut Snode,
+    /// Threads of this node parked on [`Snode::park_key`]. Changed only under
+    /// that key's parking-lot queue lock; read racily as a hint.
+    pub(crate) parked: AtomicUsize,
+    /// Threads of this node spinning in the slow path (active waiters).
+    pub(crate) spinning: AtomicUsize,
+    /// Consecutive acquisitions by this node since the lock last came to it
+    /// (the CST batch count). Written only by the lock holder.
+    pub(crate) batch: AtomicU32,
+    /// Eventual fairness: when (ns since the process epoch) a parked waiter of
+    /// this node is next owed a direct handoff. Written under the queue lock.
+    pub(crate) fair_deadline_ns: AtomicUsize,
+    /// Second cache line: the per-node reader counter of `RawRwLock`.
+    pub(crate) readers: ReaderLine,
+}
+
+/// The per-node reader counter on its own cache line.
+#[repr(C, align(64))]
+pub(crate) struct ReaderLine {
+    /// Readers of this node inside the lock (registered on this counter).
+    pub(crate) count: AtomicUsize,
+}
+
+impl Snode {
+    fn new(node: usize, next: *mut Snode) -> Self {
+        Snode {
+            node,
+            next,
+            parked: AtomicUsize::new(0),
+            spinning: AtomicUsize::new(0),
+            batch: AtomicU32::new(0),
+            fair_deadline_ns: AtomicUsize::new(0),
+            readers: ReaderLine {
+                count: AtomicUsize::new(0),
+            },
+        }
+    }
+
+    /// The parking-lot key of this node's waiting queue.
+    #[inline]
+    pub(crate) fn park_key(&self) -> usize {
+        self as *const Snode as usize
+    }
+}
+
+/// The head of a lock's snode list (one pointer, null until the first
+/// contention).
+pub(crate) struct SnodeList {
+    head: AtomicPtr<Snode>,
+}
+
+impl SnodeList {
+    /// An empty list.
+    #[cfg(not(numa_loom))]
+    pub(crate) const fn new() -> Self {
+        SnodeList {
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// An empty list (loom atomics are not `const`).
+    #[cfg(numa_loom)]
+    pub(crate) fn new() -> Self {
+        SnodeList {
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// The first snode (newest), or `None` if the lock never contended.
+    #[inline]
+    pub(crate) fn first(&self) -> Option<&Snode> {
+        // SAFETY: published snodes are fully initialised (Release/Acquire on
+        // `head`) and live until `self` is dropped, which cannot happen while
+        // `&self` is borrowed.
+        unsafe { self.head.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// Iterates over the snodes, newest first.
+    #[inline]
+    pub(crate) fn iter(&self) -> Iter<'_> {
+        Iter { cur: self.first() }
+    }
+
+    /// The snode of `node`, if one exists.
+    #[inline]
+    pub(crate) fn find(&self, node: usize) -> Option<&Snode> {
+        self.iter().find(|s| s.node == node)
+    }
+
+    /// The snode of `node`, allocating and publishing it if none exists.
+    ///
+    /// Two threads of one node may race here: both allocate, one CAS wins,
+    /// the loser finds the winner's snode on its retry and frees its own.
+    pub(crate) fn get_or_insert(&self, node: usize) -> &Snode {
+        let mut head = self.head.load(Ordering::Acquire);
+        let mut fresh: *mut Snode = ptr::null_mut();
+        loop {
+            // SAFETY: `head` was loaded with Acquire from the list; snodes are
+            // immutable in `node`/`next` once published and live as long as `self`.
+            let mut cur = unsafe { head.as_ref() };
+            while let Some(s) = cur {
+                if s.node == node {
+                    if !fresh.is_null() {
+                        // SAFETY: `fresh` came from `Box::into_raw` below and
+                        // was never published (every CAS with it failed).
+                        drop(unsafe { Box::from_raw(fresh) });
+                    }
+                    return s;
+                }
+                // SAFETY: as above, `next` of a published snode is published.
+                cur = unsafe { s.next.as_ref() };
+            }
+            if fresh.is_null() {
+                fresh = Box::into_raw(Box::new(Snode::new(node, head)));
+            } else {
+                // SAFETY: `fresh` is ours and unpublished.
+                unsafe { (*fresh).next = head };
+            }
+            match self
+                .head
+                .compare_exchange(head, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                // SAFETY: `fresh` is now published and lives as long as `self`.
+                Ok(_) => return unsafe { &*fresh },
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// The snode after `s` in the cyclic global order.
+    #[inline]
+    pub(crate) fn next_cyclic<'a>(&'a self, s: &'a Snode) -> Option<&'a Snode> {
+        // SAFETY: `next` of a published snode is published and lives as long as `self`.
+        unsafe { s.next.as_ref() }.or_else(|| self.first())
+    }
+
+    /// Number of snodes (for tests and the memory-cost accounting).
+    pub(crate) fn len(&self) -> usize {
+        self.iter().count()
+    }
+}
+
+impl Drop for SnodeList {
+    fn drop(&mut self) {
+        #[cfg(not(numa_loom))]
+        let mut cur = *self.head.get_mut();
+        #[cfg(numa_loom)]
+        let mut cur = self.head.with_mut(|p| *p);
+        while !cur.is_null() {
+            // SAFETY: `&mut self` means no thread uses the lock any more; every
+            // snode came from `Box::into_raw` and is freed exactly once here.
+            let b = unsafe { Box::from_raw(cur) };
+            cur = b.next;
+        }
+    }
+}
+
+/// Iterator over an snode list.
+pub(crate) struct Iter<'a> {
+    cur: Option<&'a Snode>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = &'a Snode;
+    #[inline]
+    fn next(&mut self) -> Option<&'a Snode> {
+        let s = self.cur?;
+        // SAFETY: `next` of a published snode is published and outlives `'a`.
+        self.cur = unsafe { s.next.as_ref() };
+        Some(s)
+    }
+}
+
+// SAFETY: the raw `next` pointers are immutable after publication and the
+// snodes are only freed with `&mut SnodeList`; all shared state is atomic.
+unsafe impl Send for SnodeList {}
+// SAFETY: as above.
+unsafe impl Sync for SnodeList {}

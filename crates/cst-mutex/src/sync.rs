@@ -1,0 +1,261 @@
+//! Crate-private synchronisation shim: atomics, spinning, the current node and
+//! park/unpark.
+//!
+//! Every atomic, spin, yield and park of the crate goes through this module so
+//! that `--cfg numa_loom` can swap them for `loom`'s model-checked versions.
+//! `parking_lot_core` is invisible to loom, so under loom parking maps onto a
+//! small address-keyed parking lot built from loom's `Mutex` and
+//! `thread::park`/`unpark` (see [`park`]); a timed park under loom may time out
+//! at any point after it is queued, which lets the models explore a timeout
+//! racing a handoff.
+
+#[cfg(not(numa_loom))]
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+
+#[cfg(numa_loom)]
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+
+pub(crate) use parking_lot_core::{ParkResult, ParkToken, UnparkResult, UnparkToken};
+use std::time::Instant;
+
+/// One step of a busy-wait: a CPU pause hint (a loom yield under loom, whose
+/// scheduler is not fair to spinning threads).
+#[inline]
+pub(crate) fn spin_loop() {
+    #[cfg(not(numa_loom))]
+    std::hint::spin_loop();
+    #[cfg(numa_loom)]
+    loom::thread::yield_now();
+}
+
+/// Gives the CPU to another runnable thread.
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(not(numa_loom))]
+    std::thread::yield_now();
+    #[cfg(numa_loom)]
+    loom::thread::yield_now();
+}
+
+/// The NUMA node of the calling thread ([`numa_topology::current_node`]; under
+/// loom a loom thread-local set by [`crate::__set_loom_node`], because loom
+/// runs its threads on one OS thread and std thread-locals would be shared).
+#[inline]
+pub(crate) fn current_node() -> usize {
+    #[cfg(not(numa_loom))]
+    {
+        numa_topology::current_node()
+    }
+    #[cfg(numa_loom)]
+    {
+        loom_impl::NODE.with(|n| n.get())
+    }
+}
+
+/// The number of CPUs the process may run on
+/// ([`std::thread::available_parallelism`], read once and cached; 1 if
+/// unknown).
+#[inline]
+pub(crate) fn num_cpus() -> usize {
+    use std::sync::atomic::{AtomicUsize as StdAtomic, Ordering as StdOrdering};
+    static CPUS: StdAtomic = StdAtomic::new(0);
+    let n = CPUS.load(StdOrdering::Relaxed);
+    if n != 0 {
+        return n;
+    }
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    CPUS.store(n, StdOrdering::Relaxed);
+    n
+}
+
+/// Parks the calling thread on `key`: `parking_lot_core::park`, same contract.
+///
+/// # Safety
+///
+/// As for `parking_lot_core::park`: `key` must be an address this crate
+/// controls (an snode or lock address); `validate` and `timed_out` run under
+/// the queue lock and must not unwind or call into the parking lot;
+/// `before_sleep` must not park or unwind.
+#[inline]
+pub(crate) unsafe fn park(
+    key: usize,
+    validate: impl FnOnce() -> bool,
+    before_sleep: impl FnOnce(),
+    timed_out: impl FnOnce(usize, bool),
+    token: ParkToken,
+    timeout: Option<Instant>,
+) -> ParkResult {
+    #[cfg(not(numa_loom))]
+    {
+        // SAFETY: the caller upholds `parking_lot_core::park`'s contract (see above).
+        unsafe { parking_lot_core::park(key, validate, before_sleep, timed_out, token, timeout) }
+    }
+    #[cfg(numa_loom)]
+    {
+        let _ = token;
+        loom_impl::park(key, validate, before_sleep, timed_out, timeout.is_some())
+    }
+}
+
+/// Unparks one thread parked on `key`: `parking_lot_core::unpark_one`.
+///
+/// # Safety
+///
+/// `key` must be an address this crate controls; `callback` runs under the
+/// queue lock and must not unwind or call into the parking lot.
+#[inline]
+pub(crate) unsafe fn unpark_one(
+    key: usize,
+    callback: impl FnOnce(UnparkResult) -> UnparkToken,
+) -> UnparkResult {
+    #[cfg(not(numa_loom))]
+    {
+        // SAFETY: the caller upholds `parking_lot_core::unpark_one`'s contract.
+        unsafe { parking_lot_core::unpark_one(key, callback) }
+    }
+    #[cfg(numa_loom)]
+    {
+        loom_impl::unpark(key, Some(1), |n, more| callback(loom_impl::result(n, more))).0
+    }
+}
+
+/// Unparks every thread parked on `key`, all with the token `callback` returns;
+/// `callback` gets the number of threads unparked and runs under the queue
+/// lock before any of them resumes. Returns that number.
+///
+/// # Safety
+///
+/// `key` must be an address this crate controls; `callback` runs under the
+/// queue lock and must not unwind or call into the parking lot.
+#[inline]
+pub(crate) unsafe fn unpark_all_with(
+    key: usize,
+    callback: impl FnOnce(usize) -> UnparkToken,
+) -> usize {
+    #[cfg(not(numa_loom))]
+    {
+        let mut token = parking_lot_core::DEFAULT_UNPARK_TOKEN;
+        let mut cb = Some(callback);
+        // SAFETY: the caller upholds the contract; the filter and callback
+        // neither unwind nor call into the parking lot.
+        let r = unsafe {
+            parking_lot_core::unpark_filter(
+                key,
+                |_| parking_lot_core::FilterOp::Unpark,
+                |r| {
+                    if let Some(cb) = cb.take() {
+                        token = cb(r.unparked_threads);
+                    }
+                    token
+                },
+            )
+        };
+        r.unparked_threads
+    }
+    #[cfg(numa_loom)]
+    {
+        loom_impl::unpark(key, None, |n, _| callback(n)).1
+    }
+}
+
+/// Test hook for loom models: sets the NUMA node of the calling loom thread.
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_node(node: usize) {
+    loom_impl::NODE.with(|n| n.set(node));
+}
+
+#[cfg(numa_loom)]
+mod loom_impl {
+    use super::{ParkResult, UnparkResult, UnparkToken};
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use loom::sync::{Arc, Mutex};
+    use std::cell::Cell;
+
+    loom::thread_local! {
+        pub(super) static NODE: Cell<usize> = Cell::new(0);
+    }
+
+    struct Waiter {
+        key: usize,
+        /// 0 while parked, `token + 1` once unparked.
+        slot: Arc<AtomicUsize>,
+        thread: loom::thread::Thread,
+    }
+
+    loom::lazy_static! {
+        static ref LOT: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
+    }
+
+    pub(super) fn result(unparked: usize, more: bool) -> UnparkResult {
+        let mut r = UnparkResult::default();
+        r.unparked_threads = unparked;
+        r.have_more_threads = more;
+        r
+    }
+
+    pub(super) fn park(
+        key: usize,
+        validate: impl FnOnce() -> bool,
+        before_sleep: impl FnOnce(),
+        timed_out: impl FnOnce(usize, bool),
+        timed: bool,
+    ) -> ParkResult {
+        let slot = Arc::new(AtomicUsize::new(0));
+        {
+            let mut lot = LOT.lock().unwrap();
+            if !validate() {
+                return ParkResult::Invalid;
+            }
+            lot.push(Waiter {
+                key,
+                slot: slot.clone(),
+                thread: loom::thread::current(),
+            });
+        }
+        before_sleep();
+        loop {
+            let v = slot.load(Ordering::Acquire);
+            if v != 0 {
+                return ParkResult::Unparked(UnparkToken(v - 1));
+            }
+            if timed {
+                // A timed park may time out at any point once queued.
+                let mut lot = LOT.lock().unwrap();
+                if let Some(i) = lot.iter().position(|w| Arc::ptr_eq(&w.slot, &slot)) {
+                    lot.remove(i);
+                    let last = !lot.iter().any(|w| w.key == key);
+                    timed_out(key, last);
+                    return ParkResult::TimedOut;
+                }
+                continue;
+            }
+            loom::thread::park();
+        }
+    }
+
+    /// Unparks up to `max` threads on `key` (all if `None`); `callback(n, more)`
+    /// picks the token. Returns the callback's result and `n`.
+    pub(super) fn unpark(
+        key: usize,
+        max: Option<usize>,
+        callback: impl FnOnce(usize, bool) -> UnparkToken,
+    ) -> (UnparkResult, usize) {
+        let mut lot = LOT.lock().unwrap();
+        let mut taken = Vec::new();
+        let mut i = 0;
+        while i < lot.len() {
+            if lot[i].key == key && max.is_none_or(|m| taken.len() < m) {
+                taken.push(lot.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        let more = lot.iter().any(|w| w.key == key);
+        let token = callback(taken.len(), more);
+        for w in &taken {
+            w.slot.store(token.0 + 1, Ordering::Release);
+            w.thread.unpark();
+        }
+        (result(taken.len(), more), taken.len())
+    }
+}
