@@ -1,1 +1,138 @@
-//! CNA: a compact NUMA-aware queue spinlock (skeleton).
+//! CNA: a compact NUMA-aware queue spinlock (Dice & Kogan, "Compact NUMA-aware
+//! Locks", EuroSys 2019, arXiv 1810.05600) as a [`lock_api`] 0.5 backend, a drop-in
+//! for `parking_lot::RawMutex`.
+//!
+//! On a machine with several NUMA nodes, a contended lock handed from a thread on one
+//! node to a thread on another drags the lock word and the data it protects across
+//! the interconnect. CNA keeps handing the lock to waiters on the same node (moving
+//! the others to a *secondary queue*) and bounds the unfairness by splicing the
+//! secondary queue back after a time threshold (1 ms, as in Linux CNA v15). The
+//! structure is Linux's qspinlock: an 8-byte lock word, the holder is not in the
+//! queue, an uncontended lock/unlock is one compare-and-swap plus one store.
+//!
+//! # When to use it
+//!
+//! - Short critical sections under contention from threads on several NUMA nodes,
+//!   with about one runnable thread per CPU: threads that rarely get preempted.
+//! - As the NUMA-aware counterpart of a plain spinlock, e.g. behind a `static`.
+//!
+//! # When not to use it
+//!
+//! - **Oversubscribed machines** (more runnable threads than CPUs), long critical
+//!   sections, or threads that block while holding the lock: this is a *spinlock*.
+//!   Waiters spin, then yield, but never sleep, and a queued waiter that is
+//!   descheduled delays the ones behind it. Use `cst-mutex` (spin-then-park, NUMA
+//!   aware) there, or `parking_lot`.
+//! - One-node machines gain nothing from the reordering ([`RawQueuedMutex`] is the
+//!   same lock without it; `parking_lot::Mutex` is as fast uncontended and sleeps).
+//!
+//! # Examples
+//!
+//! As a `lock_api` backend, like any `RawMutex`:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! // numa_spin::Mutex<T> = lock_api::Mutex<numa_spin::RawMutex, T>
+//! let counter = Arc::new(numa_spin::Mutex::new(0u64));
+//! let threads: Vec<_> = (0..4)
+//!     .map(|i| {
+//!         let counter = Arc::clone(&counter);
+//!         std::thread::spawn(move || {
+//!             // Tests and benchmarks can place threads on virtual NUMA nodes.
+//!             numa_topology::set_current_thread_node(Some(i % 2));
+//!             for _ in 0..1000 {
+//!                 *counter.lock() += 1;
+//!             }
+//!         })
+//!     })
+//!     .collect();
+//! for t in threads {
+//!     t.join().unwrap();
+//! }
+//! assert_eq!(*counter.lock(), 4000);
+//! ```
+//!
+//! Or the raw lock directly, through the `lock_api` traits:
+//!
+//! ```
+//! use lock_api::{RawMutex as _, RawMutexFair as _};
+//!
+//! let raw = numa_spin::RawMutex::INIT;
+//! let guard = raw.lock();
+//! assert!(raw.try_lock().is_none());
+//! // SAFETY: `guard` is the state of the acquisition above, released once.
+//! unsafe { raw.unlock_fair(guard) };
+//! assert!(!raw.is_locked());
+//! ```
+//!
+//! In a `static` (`Mutex::new` is `const`):
+//!
+//! ```
+//! static LOG: numa_spin::Mutex<Vec<&str>> = numa_spin::Mutex::new(Vec::new());
+//!
+//! LOG.lock().push("hello");
+//! assert_eq!(LOG.lock().len(), 1);
+//! ```
+//!
+//! # Tunables
+//!
+//! See [`Config`] for the fields, units and environment variables:
+//! `NUMA_SPIN_FLUSH_THRESHOLD_NS` (ns, default 1 000 000), `NUMA_SPIN_SHUFFLE_REDUCTION`
+//! (scan with probability 1/N while the secondary queue is empty, default 128),
+//! `NUMA_SPIN_SPIN_BUDGET_NS` (ns of busy-waiting before yielding, default 20 000),
+//! `NUMA_SPIN_STEAL_BOUND_NS` (ns a queue head tolerates lock stealing, default
+//! 10 000; 0 = strict FIFO). [`RawMutex`] and [`RawQueuedMutex`] read them once per
+//! process (a bad value is reported once on stderr and the default used);
+//! [`RawTunedMutex`] takes a `&'static Config` per lock.
+//!
+//! # Design notes
+//!
+//! - [`raw_lock`]: the lock word, the fast path, lock stealing.
+//! - [`cna`]: the queue, the secondary queue, the fair hand-off, memory orderings.
+//! - [`node`]: why queue nodes are per-thread slots in a registry.
+//! - [`backoff`]: spinning calibrated in ns.
+//!
+//! # Cargo features
+//!
+//! - `stats`: per-lock counters ([`Stats`]: acquisitions, contended acquisitions,
+//!   same-node and cross-node hand-offs, secondary-queue flushes), read with
+//!   [`RawLock::stats`] or [`stats_of`]. Makes the lock bigger and adds a
+//!   thread-local read and counter updates to every acquisition; without the
+//!   feature they do not exist.
+//!
+//! `--cfg numa_loom` (not a feature) builds the crate against loom for the models in
+//! `tests/loom.rs`.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod backoff;
+pub mod cna;
+mod config;
+mod mutex;
+pub mod node;
+pub mod raw_lock;
+#[cfg(feature = "stats")]
+mod stats;
+mod sync;
+
+pub use config::{
+    Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_SHUFFLE_REDUCTION,
+    ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS, Global, Tunables,
+};
+#[cfg(feature = "stats")]
+pub use mutex::stats_of;
+pub use mutex::{
+    Mutex, MutexGuard, QueuedMutex, QueuedMutexGuard, RawMutex, RawQueuedMutex, RawTunedMutex,
+    RawTunedQueuedMutex, TunedMutex, TunedMutexGuard,
+};
+pub use raw_lock::RawLock;
+#[cfg(feature = "stats")]
+pub use stats::Stats;
+
+/// Test hooks for the loom models (`--cfg numa_loom` only).
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub mod loom_hooks {
+    pub use crate::sync::{LOOM_TICK_NS, set_loom_node};
+}

@@ -1,0 +1,119 @@
+//! Time-calibrated spinning: exponential back-off up to a spin budget in ns, then
+//! yielding.
+//!
+//! One `spin_loop` hint (x86 `PAUSE`) costs about 25 ns on Skylake-and-later Intel
+//! CPUs such as the development machine and a few ns on older Intel and most AMD
+//! CPUs, so a budget counted in iterations would differ 5-10x between machines. The
+//! cost is measured once per process ([`ns_per_spin`]) and each waiter converts its
+//! budget (`Config::spin_budget_ns`) into hint counts with it, so the wait loop reads
+//! no clock.
+
+use crate::sync;
+
+/// Largest batch of `spin_loop` hints between two checks of the awaited condition
+/// (16 x ~25 ns = ~400 ns here): long enough to stop hammering a shared line, short
+/// enough not to add much hand-off latency.
+const MAX_BATCH: u32 = 16;
+
+/// Cost of one `spin_loop` hint in ns, rounded up (>= 1), measured on first use.
+#[cfg(not(numa_loom))]
+pub(crate) fn ns_per_spin() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+    static NS_PER_SPIN: AtomicU64 = AtomicU64::new(0);
+    let cached = NS_PER_SPIN.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    // 2000 hints: ~50 us at 25 ns each, well above the clock's resolution. Racing
+    // first callers each measure and store a similar value; any of them will do.
+    const N: u32 = 2_000;
+    let start = Instant::now();
+    for _ in 0..N {
+        std::hint::spin_loop();
+    }
+    let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let per = ns.div_ceil(u64::from(N)).max(1);
+    NS_PER_SPIN.store(per, Ordering::Relaxed);
+    per
+}
+
+/// Under loom a spin is a yield; its "cost" is irrelevant.
+#[cfg(numa_loom)]
+pub(crate) fn ns_per_spin() -> u64 {
+    1
+}
+
+/// A waiter's back-off state (parking_lot and crossbeam call it `SpinWait` /
+/// `Backoff`): [`snooze`](SpinWait::snooze) spins in growing batches until the
+/// budget is spent, then yields the CPU on every call.
+#[derive(Debug)]
+pub(crate) struct SpinWait {
+    /// Hints left in the budget.
+    left: u64,
+    /// Hints in the next batch.
+    batch: u32,
+}
+
+impl SpinWait {
+    /// A waiter allowed to busy-wait for about `budget_ns` ns.
+    pub(crate) fn new(budget_ns: u64) -> Self {
+        SpinWait {
+            left: budget_ns / ns_per_spin(),
+            batch: 1,
+        }
+    }
+
+    /// Waits a little: a batch of spin hints while the budget lasts, else a yield.
+    #[inline]
+    pub(crate) fn snooze(&mut self) {
+        if self.left == 0 || cfg!(numa_loom) {
+            sync::yield_now();
+            return;
+        }
+        let n = u64::from(self.batch).min(self.left);
+        for _ in 0..n {
+            sync::spin_loop();
+        }
+        self.left -= n;
+        self.batch = (self.batch * 2).min(MAX_BATCH);
+    }
+
+    /// Whether the spin budget is spent (the waiter now yields).
+    #[cfg(test)]
+    pub(crate) fn is_yielding(&self) -> bool {
+        self.left == 0
+    }
+}
+
+#[cfg(all(test, not(numa_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_is_positive_and_cached() {
+        let a = ns_per_spin();
+        assert!(a >= 1);
+        assert_eq!(ns_per_spin(), a);
+    }
+
+    #[test]
+    fn budget_runs_out_then_yields() {
+        let per = ns_per_spin();
+        let mut w = SpinWait::new(per * 100);
+        let mut calls = 0;
+        while !w.is_yielding() {
+            w.snooze();
+            calls += 1;
+            assert!(
+                calls <= 100,
+                "budget of 100 hints not spent after {calls} calls"
+            );
+        }
+        // Batches 1, 2, 4, 8, 16, 16, ...: 100 hints take 10 calls.
+        assert_eq!(calls, 10);
+        w.snooze(); // a yield, must return
+        assert!(w.is_yielding());
+        assert!(SpinWait::new(0).is_yielding());
+    }
+}

@@ -1,0 +1,379 @@
+//! The slow path: qspinlock's MCS queue with CNA's secondary queue, bounded lock
+//! stealing and the fair hand-off.
+//!
+//! # Algorithm (Dice & Kogan, EuroSys 2019, sections 3-4; Linux CNA v15)
+//!
+//! 1. A thread that fails the fast path tries once more to steal, then appends its
+//!    queue node to the main queue (CAS on the tail word) and links it behind its
+//!    predecessor. It spins on its own node until it is told it is the *queue head*.
+//! 2. The queue head spins on the lock word. While it waits (and only with
+//!    `NUMA`), it scans the main queue behind it for the first waiter on the
+//!    *preferred* node and moves the waiters in front of that one to the tail of the
+//!    *secondary queue* (`order_queue`). Shuffle reduction: while the secondary
+//!    queue is empty it scans only with probability `1 / shuffle_reduction`.
+//! 3. When the lock word is free the head takes it with a CAS (competing with
+//!    stealers), and passes head-ship to its successor (`pass_headship`) together
+//!    with the preference and the secondary queue (CNA keeps the encoded secondary
+//!    tail in the successor's `locked` field; we write a [`HeadState`] into the
+//!    successor's `handoff` cell before the release store that makes it head).
+//! 4. If the secondary queue is older than `flush_threshold_ns` when a waiter
+//!    becomes head, that head, once it holds the lock, splices the secondary queue in
+//!    front of its successor: the preference moves to the node of the longest remote
+//!    waiter. If the main queue is empty behind the head, the secondary queue
+//!    becomes the main queue (the tail word is swung to the secondary tail).
+//! 5. Priority waiters: the kernel never moves irq/RT waiters to the secondary
+//!    queue. There is no such class in user space; the analogue here is
+//!    `unlock_fair`, which hands the lock to the longest waiter: if the secondary
+//!    queue is non-empty, the main head, on receiving the `HANDED` lock word,
+//!    re-queues itself behind the secondary queue and hands the lock directly
+//!    (`HEAD_OWNER`) to the secondary head, whose waiters were all queued before the
+//!    main head (they were moved out from in front of it).
+//!
+//! # Memory orderings
+//!
+//! The kernel's CNA v15 was found wrong under the Linux kernel memory model
+//! (Zhou et al., arXiv 2111.15240): a relaxed tail update let a new waiter link to a
+//! secondary tail whose `next` had not been reset. Every ordering below carries its
+//! argument; the loom models in `tests/loom.rs` check them, including the hand-off
+//! cells through loom's race-detecting `UnsafeCell`.
+
+use crate::backoff::SpinWait;
+use crate::config::{Config, Tunables};
+use crate::node::{self, HEAD, HEAD_OWNER, HeadState, Me, QNode, WAIT, registry};
+use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, RawLock, TAIL_SHIFT, UNLOCKED};
+use crate::sync::{self, Ordering};
+
+/// The NUMA node recorded in the node named by `code`.
+///
+/// `code` must be a node the calling queue head reached through `next` links (see
+/// the SAFETY comment).
+#[inline]
+fn numa_of(code: u32) -> u32 {
+    // SAFETY: the node's owner wrote `numa` before publishing the node (the Release
+    // enqueue CAS and the Release store linking it to its predecessor) and writes it
+    // again only in a later `lock()`, after it was handed head-ship and acquired. The
+    // caller (the single queue head) reached the node through `next` links read with
+    // Acquire (linked by the owner with Release) or written by earlier heads, whose
+    // writes happen-before through the head-ship chain (Release/Acquire on
+    // `locked`); so the owner's write happens-before this read and its next write
+    // happens-after it.
+    registry().node(code).numa.with(|p| unsafe { *p })
+}
+
+impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
+    /// Acquires the lock when the fast path failed.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn lock_slow(&self) {
+        let cfg = *self.tunables.config();
+        // The lock may have been released since the fast path looked.
+        if self.try_steal() {
+            return;
+        }
+        match node::current() {
+            Some(me) => self.lock_queued(me, &cfg),
+            None => self.lock_unqueued(&cfg),
+        }
+    }
+
+    /// The fallback for a thread without a queue node (thread-locals destroyed, or
+    /// no slot left): test-and-test-and-set with back-off. It honours `NO_STEAL`,
+    /// so it may wait until the queue drains (with `steal_bound_ns == 0`) or until
+    /// the current head acquired; correctness does not depend on the queue.
+    fn lock_unqueued(&self, cfg: &Config) {
+        let mut spin = SpinWait::new(cfg.spin_budget_ns);
+        while !self.try_steal() {
+            spin.snooze();
+        }
+    }
+
+    /// Enqueues `me`, waits for head-ship, then for the lock.
+    fn lock_queued(&self, me: Me, cfg: &Config) {
+        let my = me.node;
+        let my_numa = sync::current_node();
+        // Initialize our node. Relaxed: these stores are published by the Release of
+        // the enqueue CAS and of the link store below, which every reader of the
+        // node passes through.
+        my.next.store(0, Ordering::Relaxed);
+        my.locked.store(WAIT, Ordering::Relaxed);
+        // SAFETY: our node is in no queue (one node per thread, and our previous use
+        // ended before our previous `lock()` returned): no queue head can reach it,
+        // and the last head that read `numa` did so before handing us head-ship
+        // (Release/Acquire), so this write does not race.
+        my.numa.with_mut(|p| unsafe { *p = my_numa });
+
+        let strict = cfg.steal_bound_ns == 0;
+        let mut old = self.tail.load(Ordering::Relaxed);
+        loop {
+            let new =
+                (me.code << TAIL_SHIFT) | (old & NO_STEAL) | if strict { NO_STEAL } else { 0 };
+            // AcqRel on success. Release: publishes our node's initialization to the
+            // thread that enqueues behind us (it reads this value, then writes our
+            // `next`) and to a head swinging the tail. Acquire: our predecessor's
+            // initialization (its `next = 0`) must happen-before our write of its
+            // `next`, or its reset could overwrite our link. RMWs by other threads on
+            // the tail (NO_STEAL updates) continue the release sequence.
+            // Relaxed on failure: we retry with the value read.
+            match self
+                .tail
+                .compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(seen) => old = seen,
+            }
+        }
+        let pred = old >> TAIL_SHIFT;
+
+        let mut headship = if pred == 0 {
+            (
+                HEAD,
+                HeadState {
+                    pref: my_numa,
+                    ..HeadState::EMPTY
+                },
+            )
+        } else {
+            // Release: the head that follows this link reads our `numa` (written
+            // above) after an Acquire load of this `next`.
+            registry().node(pred).next.store(me.code, Ordering::Release);
+            self.await_headship(my, my_numa, cfg)
+        };
+        loop {
+            let (flag, mut state) = headship;
+            if flag == HEAD_OWNER {
+                // An `unlock_fair` gave us the lock through the previous head.
+                self.pass_headship(me, &state, false, cfg);
+                return;
+            }
+            if self.wait_as_head(me, &mut state, cfg) {
+                return;
+            }
+            // We handed a fair-unlocked lock to the secondary head and re-queued.
+            headship = self.await_headship(my, my_numa, cfg);
+        }
+    }
+
+    /// Spins on our node until a head makes us head; returns the flag and the
+    /// inherited state.
+    fn await_headship(&self, my: &QNode, my_numa: u32, cfg: &Config) -> (u32, HeadState) {
+        let mut spin = SpinWait::new(cfg.spin_budget_ns);
+        let flag = loop {
+            // Acquire: pairs with the Release store in `hand_off`, making the hand-off
+            // cell, the queue links the previous heads rewrote, and (for HEAD_OWNER)
+            // the previous critical section visible to us.
+            let v = my.locked.load(Ordering::Acquire);
+            if v != WAIT {
+                break v;
+            }
+            spin.snooze();
+        };
+        // SAFETY: the previous head wrote the cell before its Release store of
+        // `locked`, which we read with Acquire above; no head writes it again until we
+        // are waiting again (only the head writes hand-off cells, only of waiting
+        // nodes, and we are now the head).
+        let mut state = my.handoff.with(|p| unsafe { *p });
+        if state.sec_head == 0 {
+            // CNA: with no secondary queue the preference is the new head's own node.
+            state.pref = my_numa;
+        }
+        (flag, state)
+    }
+
+    /// The queue head's wait: reorder the queue, bound stealing, take the lock.
+    /// Returns `false` if it gave a fair-unlocked lock to the secondary head and
+    /// re-queued itself.
+    fn wait_as_head(&self, me: Me, state: &mut HeadState, cfg: &Config) -> bool {
+        let flush = NUMA
+            && state.sec_head != 0
+            && sync::now_ns().saturating_sub(state.sec_start) >= cfg.flush_threshold_ns;
+        let scan =
+            NUMA && !flush && (state.sec_head != 0 || node::one_in(cfg.shuffle_reduction.get()));
+        let mut found = false;
+        let bound = cfg.steal_bound_ns;
+        let timed = bound != 0 && bound != u64::MAX;
+        let started = if timed { sync::now_ns() } else { 0 };
+        let mut forbade = false;
+        let mut spin = SpinWait::new(cfg.spin_budget_ns);
+        let handed = loop {
+            // Acquire: when we see HANDED we own the lock without a CAS; this pairs
+            // with the Release store of `unlock_fair`.
+            match self.locked.load(Ordering::Acquire) {
+                UNLOCKED => {
+                    // Acquire on success: pairs with the Release store of `unlock`.
+                    if self
+                        .locked
+                        .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        break false;
+                    }
+                    // A stealer won; the lock is held again.
+                }
+                HANDED => {
+                    // We own the lock. Turn the word back into LOCKED before anyone
+                    // else can become head, or the next head would read HANDED as
+                    // "given to me" too. Relaxed: only the owner writes a held word,
+                    // and the next head reads it only after our Release in
+                    // `hand_off` (coherence then gives it LOCKED or a later value).
+                    self.locked.store(LOCKED, Ordering::Relaxed);
+                    break true;
+                }
+                _ => {
+                    if scan && !found {
+                        found = self.order_queue(me, state);
+                    }
+                    if timed && !forbade && sync::now_ns().saturating_sub(started) >= bound {
+                        // Relaxed: a fairness hint (see `RawLock::try_steal`).
+                        self.tail.fetch_or(NO_STEAL, Ordering::Relaxed);
+                        forbade = true;
+                    }
+                }
+            }
+            spin.snooze();
+        };
+        if forbade {
+            // We hold the lock; let stealers in again until the next head's bound.
+            self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
+        }
+        if NUMA && handed && state.sec_head != 0 {
+            // unlock_fair: the secondary head waited longer than us. Re-queue behind
+            // the secondary queue and give it the lock. Relaxed stores: our `locked`
+            // and the secondary tail's `next` are next read by heads that got
+            // head-ship through the Release store in `hand_off` below.
+            me.node.locked.store(WAIT, Ordering::Relaxed);
+            registry()
+                .node(state.sec_tail)
+                .next
+                .store(me.code, Ordering::Relaxed);
+            #[cfg(feature = "stats")]
+            self.counters.flushed();
+            self.hand_off(state.sec_head, HeadState::EMPTY, HEAD_OWNER);
+            return false;
+        }
+        self.pass_headship(me, state, flush, cfg);
+        true
+    }
+
+    /// Scans the main queue behind the head for the first waiter on the preferred
+    /// node; moves the waiters before it to the tail of the secondary queue.
+    /// Returns whether our successor is now on the preferred node. Only nodes whose
+    /// `next` is set are moved, so the main queue's tail (which new waiters link to)
+    /// is never moved.
+    fn order_queue(&self, me: Me, state: &mut HeadState) -> bool {
+        let reg = registry();
+        // Acquire (here and below): a `next` may have just been linked by a new
+        // waiter (Release), and we then read that waiter's `numa`.
+        let first = me.node.next.load(Ordering::Acquire);
+        if first == 0 {
+            return false;
+        }
+        if numa_of(first) == state.pref {
+            return true;
+        }
+        let mut last = first;
+        loop {
+            let cur = reg.node(last).next.load(Ordering::Acquire);
+            if cur == 0 {
+                return false;
+            }
+            if numa_of(cur) == state.pref {
+                // Relaxed: these links are read only by queue heads, which get
+                // head-ship (and so these writes) through the Release/Acquire chain on
+                // `locked`. None of these fields can be written concurrently: their
+                // `next` is already set, so no new waiter links to them.
+                me.node.next.store(cur, Ordering::Relaxed);
+                reg.node(last).next.store(0, Ordering::Relaxed);
+                if state.sec_head == 0 {
+                    state.sec_head = first;
+                    state.sec_start = sync::now_ns();
+                } else {
+                    reg.node(state.sec_tail)
+                        .next
+                        .store(first, Ordering::Relaxed);
+                }
+                state.sec_tail = last;
+                return true;
+            }
+            last = cur;
+        }
+    }
+
+    /// We hold the lock: make the next waiter head (or empty the queue).
+    fn pass_headship(&self, me: Me, state: &HeadState, flush: bool, cfg: &Config) {
+        let has_secondary = NUMA && state.sec_head != 0;
+        let mut next = me.node.next.load(Ordering::Acquire);
+        if next == 0 {
+            let cur = self.tail.load(Ordering::Relaxed);
+            if cur >> TAIL_SHIFT == me.code {
+                if !has_secondary {
+                    // Both queues are empty: clear the tail (and NO_STEAL). Relaxed:
+                    // no node is published by a zero tail; a thread enqueueing next
+                    // finds no predecessor and touches no node of ours.
+                    if self
+                        .tail
+                        .compare_exchange(cur, 0, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        return;
+                    }
+                } else {
+                    // The main queue is empty: the secondary queue becomes the main
+                    // queue. NO_STEAL is kept as is (set only in strict mode now).
+                    // Release: the next waiter reads this tail with Acquire and writes
+                    // `sec_tail.next`; the reset of that field to 0 (by the head that
+                    // appended it, passed to us through the head-ship chain) must
+                    // happen-before that write (the v15 bug, arXiv 2111.15240).
+                    let new = (state.sec_tail << TAIL_SHIFT) | (cur & NO_STEAL);
+                    if self
+                        .tail
+                        .compare_exchange(cur, new, Ordering::Release, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        #[cfg(feature = "stats")]
+                        self.counters.flushed();
+                        self.hand_off(state.sec_head, HeadState::EMPTY, HEAD);
+                        return;
+                    }
+                }
+            }
+            // A waiter swapped the tail but has not linked to us yet.
+            let mut spin = SpinWait::new(cfg.spin_budget_ns);
+            next = loop {
+                // Acquire: pairs with the waiter's Release link; we write its cells.
+                let n = me.node.next.load(Ordering::Acquire);
+                if n != 0 {
+                    break n;
+                }
+                spin.snooze();
+            };
+        }
+        if has_secondary && flush {
+            // Threshold reached: splice the secondary queue in front of `next`.
+            // Relaxed: read by the heads that follow, through the hand-off chain.
+            registry()
+                .node(state.sec_tail)
+                .next
+                .store(next, Ordering::Relaxed);
+            #[cfg(feature = "stats")]
+            self.counters.flushed();
+            self.hand_off(state.sec_head, HeadState::EMPTY, HEAD);
+        } else {
+            self.hand_off(next, *state, HEAD);
+        }
+    }
+
+    /// Makes the waiter `to` head, passing `state`; our last access to its node.
+    fn hand_off(&self, to: u32, state: HeadState, flag: u32) {
+        let node = registry().node(to);
+        // SAFETY: `to` is waiting (its `locked` is WAIT) and reads its hand-off cell
+        // only after an Acquire load returns the non-WAIT value we store below with
+        // Release; only the queue head writes hand-off cells, and we are the only
+        // head; its previous read of the cell (in an earlier head-ship) happened before
+        // it re-enqueued, which happened-before we reached it through a link.
+        node.handoff.with_mut(|p| unsafe { *p = state });
+        // Release: publishes the cell, our queue rewiring, and (HEAD_OWNER) our
+        // critical section to the new head's Acquire load. After this store the node
+        // may be reused at once: we never touch it again.
+        node.locked.store(flag, Ordering::Release);
+    }
+}

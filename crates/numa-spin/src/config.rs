@@ -1,0 +1,394 @@
+//! Tunables: the secondary-queue flush threshold, the shuffle-reduction
+//! probability, the spin budget and the lock-stealing bound.
+//!
+//! Every lock reads its tunables through a [`Tunables`] source:
+//! - [`Global`] (zero-sized, used by [`RawMutex`](crate::RawMutex) and
+//!   [`RawQueuedMutex`](crate::RawQueuedMutex)): [`Config::global`], read once per
+//!   process from the environment variables below, falling back to
+//!   [`Config::DEFAULT`] for a variable that is unset or bad (a bad value is
+//!   reported once on stderr, never a panic);
+//! - `&'static Config` (used by [`RawTunedMutex`](crate::RawTunedMutex) and
+//!   [`RawTunedQueuedMutex`](crate::RawTunedQueuedMutex)): a per-lock value; the lock
+//!   is one pointer (8 bytes) bigger, which is why it is a different type.
+//!
+//! | variable | field | unit | default | source |
+//! | --- | --- | --- | --- | --- |
+//! | `NUMA_SPIN_FLUSH_THRESHOLD_NS` | [`flush_threshold_ns`](Config::flush_threshold_ns) | ns | 1 000 000 (1 ms) | CNA v15 `numa_spinlock_threshold_ns` |
+//! | `NUMA_SPIN_SHUFFLE_REDUCTION` | [`shuffle_reduction`](Config::shuffle_reduction) | 1/N | 128 | CNA v15 patch 6 (`SHUFFLE_REDUCTION_PROB_ARG` = 7) |
+//! | `NUMA_SPIN_SPIN_BUDGET_NS` | [`spin_budget_ns`](Config::spin_budget_ns) | ns | 20 000 (20 us) | this crate |
+//! | `NUMA_SPIN_STEAL_BOUND_NS` | [`steal_bound_ns`](Config::steal_bound_ns) | ns | 10 000 (10 us) | this crate; pvqspinlock hybrid mode, ShflLock |
+//!
+//! Values are decimal integers (`_` separators allowed) or `inf` (= `u64::MAX`,
+//! "never") for the three durations.
+
+use std::env;
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::OnceLock;
+
+/// Environment variable for [`Config::flush_threshold_ns`].
+pub const ENV_FLUSH_THRESHOLD_NS: &str = "NUMA_SPIN_FLUSH_THRESHOLD_NS";
+/// Environment variable for [`Config::shuffle_reduction`].
+pub const ENV_SHUFFLE_REDUCTION: &str = "NUMA_SPIN_SHUFFLE_REDUCTION";
+/// Environment variable for [`Config::spin_budget_ns`].
+pub const ENV_SPIN_BUDGET_NS: &str = "NUMA_SPIN_SPIN_BUDGET_NS";
+/// Environment variable for [`Config::steal_bound_ns`].
+pub const ENV_STEAL_BOUND_NS: &str = "NUMA_SPIN_STEAL_BOUND_NS";
+
+/// The tunables of one lock (or of all locks using [`Global`]).
+///
+/// All fields are valid whatever their value: `u64::MAX` means "never" and the
+/// shuffle-reduction denominator is non-zero by type.
+///
+/// # Examples
+///
+/// ```
+/// use numa_spin::Config;
+/// use std::num::NonZeroU32;
+///
+/// static CFG: Config = Config::DEFAULT
+///     .flush_threshold_ns(10_000_000) // 10 ms, the pre-v15 default
+///     .shuffle_reduction(NonZeroU32::MIN) // always scan the queue
+///     .steal_bound_ns(0); // strict FIFO: no lock stealing past a queued waiter
+/// static M: numa_spin::TunedMutex<u32> =
+///     numa_spin::TunedMutex::from_raw(numa_spin::RawTunedMutex::with_config(&CFG), 0);
+/// *M.lock() += 1;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// How long, in ns, the secondary queue may hold waiters before the queue head
+    /// splices it back in front of the main queue, moving the NUMA preference to the
+    /// longest-waiting remote waiter's node. Measured from the moment the secondary
+    /// queue became non-empty; checked when a waiter becomes queue head.
+    /// 0 = flush at every hand-off (close to FIFO), `u64::MAX` = only when the main
+    /// queue runs empty (best throughput, remote waiters can starve under sustained
+    /// local load). Default 1 ms (CNA v15).
+    pub flush_threshold_ns: u64,
+    /// Shuffle reduction: while the secondary queue is empty, the queue head scans
+    /// the main queue for same-node waiters only with probability
+    /// `1 / shuffle_reduction` (a per-thread xorshift draw), so a lock with little
+    /// cross-node traffic pays almost nothing for being NUMA-aware. 1 = always scan.
+    /// Default 128 (CNA v15).
+    pub shuffle_reduction: NonZeroU32,
+    /// How long, in ns, a waiter busy-waits (with exponential back-off) before it
+    /// starts yielding its CPU (`sched_yield`) between checks. Calibrated in time,
+    /// not iterations: the cost of one `spin_loop` hint is measured once per
+    /// process. Default 20 us.
+    pub spin_budget_ns: u64,
+    /// Lock stealing bound, in ns: a thread arriving while the lock is free may take
+    /// it ahead of the queue until the queue head has waited this long; then the
+    /// head forbids stealing until it acquires. 0 = strict FIFO (no stealing past a
+    /// queued waiter, except the bounded in-flight races documented on
+    /// [`RawLock`](crate::RawLock)), `u64::MAX` = always allow stealing.
+    /// Default 10 us.
+    pub steal_bound_ns: u64,
+}
+
+impl Config {
+    /// The defaults (see the [module docs](self) table).
+    pub const DEFAULT: Config = Config {
+        flush_threshold_ns: 1_000_000,
+        shuffle_reduction: NonZeroU32::new(128).unwrap(),
+        spin_budget_ns: 20_000,
+        steal_bound_ns: 10_000,
+    };
+
+    /// Returns `self` with [`flush_threshold_ns`](Config::flush_threshold_ns) set.
+    #[must_use]
+    pub const fn flush_threshold_ns(mut self, ns: u64) -> Self {
+        self.flush_threshold_ns = ns;
+        self
+    }
+
+    /// Returns `self` with [`shuffle_reduction`](Config::shuffle_reduction) set.
+    #[must_use]
+    pub const fn shuffle_reduction(mut self, one_in: NonZeroU32) -> Self {
+        self.shuffle_reduction = one_in;
+        self
+    }
+
+    /// Returns `self` with [`spin_budget_ns`](Config::spin_budget_ns) set.
+    #[must_use]
+    pub const fn spin_budget_ns(mut self, ns: u64) -> Self {
+        self.spin_budget_ns = ns;
+        self
+    }
+
+    /// Returns `self` with [`steal_bound_ns`](Config::steal_bound_ns) set.
+    #[must_use]
+    pub const fn steal_bound_ns(mut self, ns: u64) -> Self {
+        self.steal_bound_ns = ns;
+        self
+    }
+
+    /// Reads the tunables from the environment (see the [module docs](self)),
+    /// using the default for every unset variable.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the first variable whose value is not valid unicode,
+    /// not a number, out of range, or zero for `NUMA_SPIN_SHUFFLE_REDUCTION`.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        let (config, errors) = Self::from_env_lossy();
+        match errors.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(config),
+        }
+    }
+
+    /// Like [`from_env`](Config::from_env) but keeps the default for each bad
+    /// variable and returns all the errors.
+    pub fn from_env_lossy() -> (Config, Vec<ConfigError>) {
+        Self::from_lookup(env::var_os)
+    }
+
+    /// Parses the tunables from `lookup(variable name)`; the testable core of
+    /// [`from_env_lossy`](Config::from_env_lossy).
+    fn from_lookup(
+        lookup: impl Fn(&'static str) -> Option<std::ffi::OsString>,
+    ) -> (Config, Vec<ConfigError>) {
+        let mut config = Config::DEFAULT;
+        let mut errors = Vec::new();
+        let mut duration = |var: &'static str, field: &mut u64| {
+            if let Some(raw) = lookup(var) {
+                match parse_u64(var, raw) {
+                    Ok(v) => *field = v,
+                    Err(e) => errors.push(e),
+                }
+            }
+        };
+        duration(ENV_FLUSH_THRESHOLD_NS, &mut config.flush_threshold_ns);
+        duration(ENV_SPIN_BUDGET_NS, &mut config.spin_budget_ns);
+        duration(ENV_STEAL_BOUND_NS, &mut config.steal_bound_ns);
+        if let Some(raw) = lookup(ENV_SHUFFLE_REDUCTION) {
+            match parse_u64(ENV_SHUFFLE_REDUCTION, raw.clone()).and_then(|v| {
+                u32::try_from(v)
+                    .ok()
+                    .and_then(NonZeroU32::new)
+                    .ok_or_else(|| ConfigError {
+                        var: ENV_SHUFFLE_REDUCTION,
+                        value: raw.to_string_lossy().into_owned(),
+                        kind: ConfigErrorKind::OutOfRange,
+                    })
+            }) {
+                Ok(v) => config.shuffle_reduction = v,
+                Err(e) => errors.push(e),
+            }
+        }
+        (config, errors)
+    }
+
+    /// The process-wide tunables used by [`Global`]: [`Config::from_env_lossy`]
+    /// read on first use. Each bad variable is reported once on stderr (`numa-spin:
+    /// ignoring ...`) and its default is used instead.
+    pub fn global() -> &'static Config {
+        static GLOBAL: OnceLock<Config> = OnceLock::new();
+        GLOBAL.get_or_init(|| {
+            let (config, errors) = Self::from_env_lossy();
+            for e in errors {
+                eprintln!("numa-spin: ignoring {e}; using the default");
+            }
+            config
+        })
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+fn parse_u64(var: &'static str, raw: std::ffi::OsString) -> Result<u64, ConfigError> {
+    let Some(text) = raw.to_str() else {
+        return Err(ConfigError {
+            var,
+            value: raw.to_string_lossy().into_owned(),
+            kind: ConfigErrorKind::NotUnicode,
+        });
+    };
+    let err = |kind| ConfigError {
+        var,
+        value: text.to_owned(),
+        kind,
+    };
+    let trimmed = text.trim();
+    if trimmed.eq_ignore_ascii_case("inf") {
+        return Ok(u64::MAX);
+    }
+    let digits: String = trimmed.chars().filter(|&c| c != '_').collect();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(err(ConfigErrorKind::NotANumber));
+    }
+    digits
+        .parse::<u64>()
+        .map_err(|_| err(ConfigErrorKind::OutOfRange))
+}
+
+/// What was wrong with a tunable's environment variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConfigErrorKind {
+    /// The value is not valid unicode.
+    NotUnicode,
+    /// The value is not a decimal integer (nor `inf`).
+    NotANumber,
+    /// The value does not fit the field (> `u64::MAX`, or 0 / > `u32::MAX` for the
+    /// shuffle-reduction denominator).
+    OutOfRange,
+}
+
+/// A tunable's environment variable holds a bad value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConfigError {
+    /// The variable's name, e.g. `NUMA_SPIN_FLUSH_THRESHOLD_NS`.
+    pub var: &'static str,
+    /// The value found (lossily converted to UTF-8).
+    pub value: String,
+    /// What is wrong with it.
+    pub kind: ConfigErrorKind,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            ConfigErrorKind::NotUnicode => "is not valid unicode",
+            ConfigErrorKind::NotANumber => "is not a decimal integer or `inf`",
+            ConfigErrorKind::OutOfRange => "is out of range",
+        };
+        write!(f, "{}={:?}: the value {what}", self.var, self.value)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Where a lock reads its [`Config`] from: [`Global`], a `&'static Config`, or a
+/// type of yours (a zero-sized type returning a `static` keeps the lock at 8 bytes).
+///
+/// `config` should return the same value every time; if it does not, only
+/// fairness and speed are affected (each slow path reads it once), never mutual
+/// exclusion.
+///
+/// # Examples
+///
+/// ```
+/// use numa_spin::{Config, RawLock, Tunables};
+///
+/// /// Strict FIFO CNA for every lock of this type.
+/// #[derive(Clone, Copy)]
+/// struct StrictFifo;
+/// static STRICT: Config = Config::DEFAULT.steal_bound_ns(0);
+/// impl Tunables for StrictFifo {
+///     const DEFAULT: Self = StrictFifo;
+///     fn config(&self) -> &Config {
+///         &STRICT
+///     }
+/// }
+/// type StrictMutex<T> = lock_api::Mutex<RawLock<true, StrictFifo>, T>;
+///
+/// static M: StrictMutex<u8> = StrictMutex::new(0);
+/// *M.lock() += 1;
+/// ```
+pub trait Tunables: Copy + Send + Sync + 'static {
+    /// The value `lock_api::RawMutex::INIT` uses: [`Global`], or
+    /// `&Config::DEFAULT`.
+    const DEFAULT: Self;
+
+    /// The tunables; called on slow paths only.
+    fn config(&self) -> &Config;
+}
+
+/// The process-wide tunables, [`Config::global`]: zero-sized, so the lock stays
+/// 8 bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Global;
+
+impl Tunables for Global {
+    const DEFAULT: Self = Global;
+
+    #[inline]
+    fn config(&self) -> &Config {
+        Config::global()
+    }
+}
+
+impl Tunables for &'static Config {
+    const DEFAULT: Self = &Config::DEFAULT;
+
+    #[inline]
+    fn config(&self) -> &Config {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn lookup<'a>(
+        pairs: &'a [(&'static str, &'a str)],
+    ) -> impl Fn(&'static str) -> Option<OsString> + 'a {
+        move |var| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == var)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn unset_variables_give_the_defaults() {
+        let (config, errors) = Config::from_lookup(lookup(&[]));
+        assert_eq!(config, Config::DEFAULT);
+        assert!(errors.is_empty());
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let (config, errors) = Config::from_lookup(lookup(&[
+            (ENV_FLUSH_THRESHOLD_NS, "10_000_000"),
+            (ENV_SHUFFLE_REDUCTION, "1"),
+            (ENV_SPIN_BUDGET_NS, " 500 "),
+            (ENV_STEAL_BOUND_NS, "inf"),
+        ]));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(config.flush_threshold_ns, 10_000_000);
+        assert_eq!(config.shuffle_reduction.get(), 1);
+        assert_eq!(config.spin_budget_ns, 500);
+        assert_eq!(config.steal_bound_ns, u64::MAX);
+    }
+
+    #[test]
+    fn bad_values_are_typed_errors_and_keep_the_default() {
+        let (config, errors) = Config::from_lookup(lookup(&[
+            (ENV_FLUSH_THRESHOLD_NS, "1ms"),
+            (ENV_SHUFFLE_REDUCTION, "0"),
+            (ENV_SPIN_BUDGET_NS, "99999999999999999999999"),
+            (ENV_STEAL_BOUND_NS, "-5"),
+        ]));
+        assert_eq!(config, Config::DEFAULT);
+        let kinds: Vec<_> = errors.iter().map(|e| (e.var, e.kind)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (ENV_FLUSH_THRESHOLD_NS, ConfigErrorKind::NotANumber),
+                (ENV_SPIN_BUDGET_NS, ConfigErrorKind::OutOfRange),
+                (ENV_STEAL_BOUND_NS, ConfigErrorKind::NotANumber),
+                (ENV_SHUFFLE_REDUCTION, ConfigErrorKind::OutOfRange),
+            ]
+        );
+        let shown = errors[0].to_string();
+        assert!(
+            shown.contains(ENV_FLUSH_THRESHOLD_NS) && shown.contains("1ms"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn shuffle_reduction_above_u32_is_out_of_range() {
+        let (_, errors) = Config::from_lookup(lookup(&[(ENV_SHUFFLE_REDUCTION, "4294967296")]));
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].kind, ConfigErrorKind::OutOfRange);
+    }
+}

@@ -1,0 +1,84 @@
+//! The public lock types: raw locks for `lock_api` and the `Mutex` aliases.
+
+use crate::config::{Config, Global};
+use crate::raw_lock::RawLock;
+
+/// The CNA lock: a compact NUMA-aware queue spinlock, `lock_api::RawMutex` +
+/// `RawMutexFair`. 8 bytes (without feature `stats`), tunables from
+/// [`Config::global`].
+///
+/// # Examples
+///
+/// ```
+/// use lock_api::RawMutex as _;
+///
+/// let raw = numa_spin::RawMutex::INIT;
+/// let guard = raw.lock();
+/// assert!(raw.is_locked());
+/// // SAFETY: `guard` is the state of the acquisition above.
+/// unsafe { raw.unlock(guard) };
+/// ```
+pub type RawMutex = RawLock<true, Global>;
+
+/// The same queue spinlock with NUMA reordering off (no secondary queue), the
+/// node-oblivious baseline (like stock qspinlock against CNA): same queue, same
+/// stealing policy, same tunables, so comparisons isolate what the reordering buys.
+pub type RawQueuedMutex = RawLock<false, Global>;
+
+/// [`RawMutex`] with per-lock tunables (`RawTunedMutex::with_config(&CONFIG)`,
+/// `const`); 16 bytes.
+pub type RawTunedMutex = RawLock<true, &'static Config>;
+
+/// [`RawQueuedMutex`] with per-lock tunables; 16 bytes.
+pub type RawTunedQueuedMutex = RawLock<false, &'static Config>;
+
+/// A mutual-exclusion lock protecting a `T`, backed by the CNA spinlock.
+///
+/// `Mutex::new` is `const`, so it can be a `static`:
+///
+/// ```
+/// static COUNTER: numa_spin::Mutex<u64> = numa_spin::Mutex::new(0);
+/// *COUNTER.lock() += 1;
+/// assert_eq!(*COUNTER.lock(), 1);
+/// ```
+///
+/// # Fairness
+///
+/// See [`RawLock`]: bounded stealing, NUMA-local hand-offs bounded by the flush
+/// threshold, and `MutexGuard::unlock_fair` to hand the lock to the longest waiter.
+pub type Mutex<T> = lock_api::Mutex<RawMutex, T>;
+
+/// The guard of a [`Mutex`]; `Send` (the lock is not tied to a thread).
+pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
+
+/// A mutex backed by [`RawQueuedMutex`] (no NUMA reordering).
+pub type QueuedMutex<T> = lock_api::Mutex<RawQueuedMutex, T>;
+
+/// The guard of a [`QueuedMutex`].
+pub type QueuedMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawQueuedMutex, T>;
+
+/// A mutex backed by [`RawTunedMutex`]: build it with
+/// `TunedMutex::from_raw(RawTunedMutex::with_config(&CONFIG), value)` (`const`).
+pub type TunedMutex<T> = lock_api::Mutex<RawTunedMutex, T>;
+
+/// The guard of a [`TunedMutex`].
+pub type TunedMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawTunedMutex, T>;
+
+/// The counters of `mutex`'s lock (feature `stats`).
+///
+/// ```
+/// # #[cfg(feature = "stats")] {
+/// let m = numa_spin::Mutex::new(0);
+/// *m.lock() += 1;
+/// assert_eq!(numa_spin::stats_of(&m).acquisitions, 1);
+/// # }
+/// ```
+#[cfg(feature = "stats")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
+pub fn stats_of<const NUMA: bool, C: crate::Tunables, T: ?Sized>(
+    mutex: &lock_api::Mutex<RawLock<NUMA, C>, T>,
+) -> crate::Stats {
+    // SAFETY: we only read the lock's counters through the reference; we neither
+    // lock nor unlock it, so no guard is invalidated.
+    unsafe { mutex.raw() }.stats()
+}

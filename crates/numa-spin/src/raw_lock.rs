@@ -1,0 +1,315 @@
+//! [`RawLock`]: the lock word, the fast path and the `lock_api` implementation.
+//! The slow path (the queue) is in [`crate::cna`].
+//!
+//! # Layout
+//!
+//! Two 32-bit atomics, 8-byte aligned so they share a cache line:
+//!
+//! | word | bits | meaning |
+//! | --- | --- | --- |
+//! | `locked` | all | [`UNLOCKED`] (0), [`LOCKED`] (1) or [`HANDED`] (2: held, passed by `unlock_fair` to the queue head) |
+//! | `tail` | 0 | [`NO_STEAL`]: the queue head forbids lock stealing (the role pvqspinlock's hybrid mode gives the pending bit) |
+//! | `tail` | 1..32 | code of the last queue node (see [`crate::node`]), 0 = empty queue |
+//!
+//! Linux's qspinlock keeps locked byte, pending bit and tail in one 32-bit word and
+//! unlocks with a byte store to the locked byte. Rust (and loom) forbid mixed-size
+//! atomic accesses to the same memory, so the locked "byte" is a word of its own:
+//! `unlock` is still one release store, and every other transition is a CAS or RMW
+//! on one word. The price is that the fast path cannot see "queue non-empty" and
+//! "locked" in one read; it reads the tail word once (relaxed, same cache line)
+//! before its CAS to honour [`NO_STEAL`].
+//!
+//! # Lock stealing
+//!
+//! A thread that finds the lock free takes it, even if threads are queued (barging,
+//! as in pvqspinlock's hybrid unfair trylock and ShflLock, Kashyap et al.,
+//! SOSP 2019): the releasing thread often re-takes its still-warm lock, and a queued
+//! waiter that is not running does not stall everyone. Once the queue head has waited
+//! `steal_bound_ns`, it sets [`NO_STEAL`]; the fast path, `try_lock` and the slow
+//! path's steal attempt then fail until the head has acquired and cleared the flag.
+//! A thread that read the tail word just before the flag was set may still complete
+//! its CAS: at most one such in-flight steal per thread, so the bound holds up to one
+//! steal per running thread. With `steal_bound_ns == 0` the flag is set by the
+//! enqueue itself and kept until the queue is empty, which makes the lock FIFO up to
+//! those in-flight races.
+
+use crate::config::{Global, Tunables};
+use crate::sync::{AtomicU32, Ordering};
+
+/// `locked`: free.
+pub(crate) const UNLOCKED: u32 = 0;
+/// `locked`: held.
+pub(crate) const LOCKED: u32 = 1;
+/// `locked`: held, released by `unlock_fair` to the queue head, which alone may
+/// take it (it needs no CAS: no other thread writes a `HANDED` word).
+pub(crate) const HANDED: u32 = 2;
+
+/// `tail` bit 0: lock stealing forbidden.
+pub(crate) const NO_STEAL: u32 = 1;
+/// `tail`: the queue tail's code is `tail >> TAIL_SHIFT`.
+pub(crate) const TAIL_SHIFT: u32 = 1;
+
+/// The queue spinlock, generic over NUMA reordering and where its tunables live.
+///
+/// Use it through the aliases: [`RawMutex`](crate::RawMutex) (CNA),
+/// [`RawQueuedMutex`](crate::RawQueuedMutex) (the same lock without NUMA
+/// reordering), and their per-lock-tuned variants
+/// [`RawTunedMutex`](crate::RawTunedMutex) and
+/// [`RawTunedQueuedMutex`](crate::RawTunedQueuedMutex). The algorithm is written
+/// once: `NUMA = false` compiles out the secondary queue.
+///
+/// # Fairness
+///
+/// Eventually fair with bounded unfairness: threads that find the lock free may
+/// steal it until the queue head has waited `steal_bound_ns`; with `NUMA`, waiters
+/// on other nodes than the preferred one wait in the secondary queue for at most
+/// about `flush_threshold_ns` plus one queue drain. `unlock_fair` hands the lock to
+/// the longest waiter. See the [module docs](self) and [`Config`](crate::Config).
+///
+/// # Differences from `parking_lot::RawMutex`
+///
+/// Waiters never sleep in the kernel: they spin, then yield. 8 bytes instead of 1.
+#[repr(C, align(8))]
+pub struct RawLock<const NUMA: bool, T: Tunables = Global> {
+    /// [`UNLOCKED`], [`LOCKED`] or [`HANDED`].
+    pub(crate) locked: AtomicU32,
+    /// Queue tail code and [`NO_STEAL`].
+    pub(crate) tail: AtomicU32,
+    /// Where the tunables come from.
+    pub(crate) tunables: T,
+    #[cfg(feature = "stats")]
+    pub(crate) counters: crate::stats::Counters,
+}
+
+impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
+    #[cfg(not(numa_loom))]
+    pub(crate) const fn from_tunables(tunables: T) -> Self {
+        RawLock {
+            locked: AtomicU32::new(UNLOCKED),
+            tail: AtomicU32::new(0),
+            tunables,
+            #[cfg(feature = "stats")]
+            counters: crate::stats::Counters::new(),
+        }
+    }
+
+    /// Under loom atomics are not `const`; the models build locks with this.
+    #[cfg(numa_loom)]
+    pub(crate) fn from_tunables(tunables: T) -> Self {
+        RawLock {
+            locked: AtomicU32::new(UNLOCKED),
+            tail: AtomicU32::new(0),
+            tunables,
+            #[cfg(feature = "stats")]
+            counters: crate::stats::Counters::new(),
+        }
+    }
+
+    /// The fast path's single attempt: take the lock if it is free and stealing is
+    /// allowed.
+    #[inline]
+    pub(crate) fn try_steal(&self) -> bool {
+        // Relaxed: NO_STEAL is a hint for fairness, not for memory safety; a stale
+        // read allows one in-flight steal (see the module docs). The data the lock
+        // protects is synchronized by the CAS below.
+        self.tail.load(Ordering::Relaxed) & NO_STEAL == 0
+            // Acquire on success: pairs with the Release store of the unlock that
+            // made the word UNLOCKED, so the previous critical section happens-before
+            // ours. Relaxed on failure: nothing was acquired.
+            && self
+                .locked
+                .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Acquires the lock, spinning (then yielding) while it is held: what
+    /// `lock_api::RawMutex::lock` does, without a guard value (the loom models use
+    /// these inherent methods, since `INIT` does not exist under loom).
+    ///
+    /// The fast path is one relaxed load and one CAS on the lock's cache line; no
+    /// topology lookup, thread-local access or clock read (unless feature `stats`).
+    #[inline]
+    pub fn acquire(&self) {
+        if self.try_steal() {
+            #[cfg(feature = "stats")]
+            self.counters.acquired(false);
+            return;
+        }
+        self.lock_slow();
+        #[cfg(feature = "stats")]
+        self.counters.acquired(true);
+    }
+
+    /// Acquires the lock if it is free and no queued waiter has forbidden stealing
+    /// (`lock_api::RawMutex::try_lock`).
+    #[inline]
+    pub fn try_acquire(&self) -> bool {
+        let ok = self.try_steal();
+        #[cfg(feature = "stats")]
+        if ok {
+            self.counters.acquired(false);
+        }
+        ok
+    }
+
+    /// Releases the lock: one release store (`lock_api::RawMutex::unlock`).
+    ///
+    /// # Safety
+    ///
+    /// The lock must be held, and this call must end that acquisition: the caller
+    /// acquired it (with [`acquire`](RawLock::acquire) or
+    /// [`try_acquire`](RawLock::try_acquire)) and has not released it since, or owns
+    /// the `lock_api` guard of that acquisition. The lock is not tied to a thread.
+    #[inline]
+    pub unsafe fn release(&self) {
+        // Release: our critical section happens-before the next acquisition (which
+        // reads this value with Acquire, in a CAS or in the head's load).
+        self.locked.store(UNLOCKED, Ordering::Release);
+    }
+
+    /// Releases the lock and hands it to the longest-waiting thread, if any
+    /// (`lock_api::RawMutexFair::unlock_fair`),
+    /// whatever its node: the head of the secondary queue when that queue is
+    /// non-empty (its waiters were queued before everyone in the main queue),
+    /// otherwise the head of the main queue. Nobody can steal it in between.
+    ///
+    /// # Safety
+    ///
+    /// As for [`release`](RawLock::release).
+    pub unsafe fn release_fair(&self) {
+        // Relaxed suffices: the queue becomes empty (tail code 0) only when a queue
+        // head acquires the lock and then clears the tail; any such head acquired
+        // before our own acquisition, and its tail CAS happens-before our Acquire of
+        // the lock, so we cannot read a stale non-zero code from before it. And while
+        // we hold the lock nobody else can empty the queue. So a non-zero code means
+        // a head exists (or is being told it is head, by a store it will see) and it
+        // will see HANDED.
+        let queued = self.tail.load(Ordering::Relaxed) >> TAIL_SHIFT != 0;
+        // Release: as in `unlock`. The head reads HANDED with Acquire.
+        self.locked
+            .store(if queued { HANDED } else { UNLOCKED }, Ordering::Release);
+    }
+
+    /// Whether the lock is held (a momentary snapshot).
+    #[inline]
+    pub fn is_held(&self) -> bool {
+        self.locked.load(Ordering::Relaxed) != UNLOCKED
+    }
+
+    /// A snapshot of the lock's counters (feature `stats`).
+    #[cfg(feature = "stats")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
+    pub fn stats(&self) -> crate::Stats {
+        self.counters.snapshot()
+    }
+
+    /// The tunables this lock uses.
+    pub fn config(&self) -> &crate::Config {
+        self.tunables.config()
+    }
+}
+
+#[cfg(not(numa_loom))]
+impl<const NUMA: bool> RawLock<NUMA, Global> {
+    /// A new unlocked lock using the process-wide tunables ([`Config::global`]).
+    ///
+    /// [`Config::global`]: crate::Config::global
+    pub const fn new() -> Self {
+        Self::from_tunables(Global)
+    }
+}
+
+#[cfg(not(numa_loom))]
+impl<const NUMA: bool> Default for RawLock<NUMA, Global> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(numa_loom)]
+impl<const NUMA: bool> RawLock<NUMA, Global> {
+    /// A new unlocked lock using the process-wide tunables (loom build: not const).
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Self::from_tunables(Global)
+    }
+}
+
+impl<const NUMA: bool> RawLock<NUMA, &'static crate::Config> {
+    /// A new unlocked lock with its own tunables. `const`, so it can initialize a
+    /// `static` (through `lock_api::Mutex::from_raw`).
+    #[cfg(not(numa_loom))]
+    pub const fn with_config(config: &'static crate::Config) -> Self {
+        Self::from_tunables(config)
+    }
+
+    /// A new unlocked lock with its own tunables (loom build: not const).
+    #[cfg(numa_loom)]
+    pub fn with_config(config: &'static crate::Config) -> Self {
+        Self::from_tunables(config)
+    }
+}
+
+impl<const NUMA: bool, T: Tunables> core::fmt::Debug for RawLock<NUMA, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RawLock")
+            .field("numa", &NUMA)
+            .field("locked", &self.is_held())
+            .field(
+                "queued",
+                &(self.tail.load(Ordering::Relaxed) >> TAIL_SHIFT != 0),
+            )
+            .finish()
+    }
+}
+
+// SAFETY: `lock`/`try_lock` return only after the CAS from UNLOCKED to LOCKED
+// succeeded (Acquire) or after the queue head took a HANDED word (Acquire), and
+// every release stores UNLOCKED or HANDED with Release; no two threads can both
+// succeed (the CAS is on one word; HANDED is taken only by the single queue head, see
+// `crate::cna`). Guards carry no state, so forgetting one leaves the lock held
+// (a deadlock, never unsoundness); `lock` runs no user code and cannot unwind except
+// on allocation failure of a queue-node segment (which aborts). Moving or dropping
+// the lock while held under exclusive ownership is fine: nothing else refers to it
+// (queue nodes refer to each other by code, never to the lock).
+#[cfg(not(numa_loom))]
+unsafe impl<const NUMA: bool, T: Tunables> lock_api::RawMutex for RawLock<NUMA, T> {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::from_tunables(T::DEFAULT);
+
+    type Guard = lock_api::GuardSend;
+
+    #[inline]
+    fn lock(&self) -> Self::Guard {
+        self.acquire();
+        lock_api::GuardSend::new()
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Option<Self::Guard> {
+        self.try_acquire().then(lock_api::GuardSend::new)
+    }
+
+    #[inline]
+    unsafe fn unlock(&self, _guard: Self::Guard) {
+        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
+        unsafe { self.release() }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.is_held()
+    }
+}
+
+// SAFETY: `unlock_fair` releases with Release like `unlock` and gives the lock to
+// exactly one waiter (see `RawLock::release_fair` and `crate::cna`); `bump` is
+// lock_api's default (unlock_fair then lock).
+#[cfg(not(numa_loom))]
+unsafe impl<const NUMA: bool, T: Tunables> lock_api::RawMutexFair for RawLock<NUMA, T> {
+    #[inline]
+    unsafe fn unlock_fair(&self, _guard: Self::Guard) {
+        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
+        unsafe { self.release_fair() }
+    }
+}

@@ -1,0 +1,118 @@
+//! Per-lock counters (feature `stats`).
+//!
+//! Every counter is written only by the lock holder (or the thread acquiring the
+//! lock, before anyone else can), so a relaxed load + store suffices: holders are
+//! ordered by the lock's own Acquire/Release. Readers ([`Stats`]) may see a snapshot
+//! that is a few events old.
+//!
+//! With the feature on, every acquisition, including the fast path, also reads the
+//! current node (a thread-local read) to attribute hand-offs; without it the
+//! counters do not exist and cost nothing.
+
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+
+/// A snapshot of a lock's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Successful `lock` and `try_lock` calls.
+    pub acquisitions: u64,
+    /// Acquisitions that did not succeed on the first compare-and-swap of the fast
+    /// path (the thread went to the slow path: it stole the lock there, waited in
+    /// the queue, or waited without a queue node).
+    pub contended: u64,
+    /// Contended acquisitions by a thread on the same NUMA node as the previous
+    /// holder: the lock (and the data it protects) stayed on the node.
+    pub same_node_handoffs: u64,
+    /// Contended acquisitions by a thread on another node than the previous holder.
+    pub cross_node_handoffs: u64,
+    /// Splices of the secondary queue back into the main queue: after the flush
+    /// threshold, when the main queue ran empty, or for an `unlock_fair`.
+    pub flushes: u64,
+}
+
+impl Stats {
+    /// `same_node_handoffs / (same + cross)`, or `None` before the first hand-off.
+    pub fn same_node_ratio(&self) -> Option<f64> {
+        let total = self.same_node_handoffs + self.cross_node_handoffs;
+        (total != 0).then(|| self.same_node_handoffs as f64 / total as f64)
+    }
+}
+
+/// The live counters inside a lock.
+#[derive(Debug)]
+pub(crate) struct Counters {
+    acquisitions: AtomicU64,
+    contended: AtomicU64,
+    same_node: AtomicU64,
+    cross_node: AtomicU64,
+    flushes: AtomicU64,
+    /// Node of the last holder, `u32::MAX` before the first acquisition.
+    last_node: AtomicU32,
+}
+
+/// Holder-only increment (see the module docs).
+#[inline]
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+impl Counters {
+    #[cfg(not(numa_loom))]
+    pub(crate) const fn new() -> Self {
+        Counters {
+            acquisitions: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
+            same_node: AtomicU64::new(0),
+            cross_node: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            last_node: AtomicU32::new(u32::MAX),
+        }
+    }
+
+    #[cfg(numa_loom)]
+    pub(crate) fn new() -> Self {
+        Counters {
+            acquisitions: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
+            same_node: AtomicU64::new(0),
+            cross_node: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            last_node: AtomicU32::new(u32::MAX),
+        }
+    }
+
+    /// Records an acquisition by the calling thread (which now holds the lock).
+    #[inline]
+    pub(crate) fn acquired(&self, contended: bool) {
+        let node = crate::sync::current_node();
+        bump(&self.acquisitions);
+        if contended {
+            bump(&self.contended);
+            let last = self.last_node.load(Ordering::Relaxed);
+            if last == node {
+                bump(&self.same_node);
+            } else {
+                bump(&self.cross_node);
+            }
+        }
+        self.last_node.store(node, Ordering::Relaxed);
+    }
+
+    /// Records a splice of the secondary queue (called by a thread holding the lock).
+    #[inline]
+    pub(crate) fn flushed(&self) {
+        bump(&self.flushes);
+    }
+
+    /// A snapshot.
+    pub(crate) fn snapshot(&self) -> Stats {
+        Stats {
+            acquisitions: self.acquisitions.load(Ordering::Relaxed),
+            contended: self.contended.load(Ordering::Relaxed),
+            same_node_handoffs: self.same_node.load(Ordering::Relaxed),
+            cross_node_handoffs: self.cross_node.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+        }
+    }
+}

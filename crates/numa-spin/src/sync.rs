@@ -1,0 +1,130 @@
+//! Crate-private synchronization shim: every atomic, spin, yield, clock read,
+//! thread-local and node lookup of the lock goes through this module, so that
+//! building with `RUSTFLAGS="--cfg numa_loom"` swaps them for [loom]'s models.
+//!
+//! Under loom:
+//! - atomics, `UnsafeCell`, `spin_loop`, `yield_now` and `thread_local!` are loom's
+//!   (loom's scheduler is not fair, so [`spin_loop`] yields);
+//! - [`current_node`] returns the node the test assigned to the current loom thread
+//!   with [`set_loom_node`] (0 by default);
+//! - [`now_ns`] is a per-thread logical clock that advances by [`LOOM_TICK_NS`] on
+//!   every read, so time-based decisions are deterministic and need no loom state.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(numa_loom)]
+pub(crate) use loom::sync::atomic::{AtomicU32, Ordering};
+#[cfg(numa_loom)]
+pub(crate) use loom::thread_local;
+#[cfg(not(numa_loom))]
+pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
+#[cfg(not(numa_loom))]
+pub(crate) use std::thread_local;
+
+#[cfg(all(feature = "stats", not(numa_loom)))]
+pub(crate) use std::sync::atomic::AtomicU64;
+
+#[cfg(all(feature = "stats", numa_loom))]
+pub(crate) use loom::sync::atomic::AtomicU64;
+
+/// `UnsafeCell` with loom's closure API (`with`, `with_mut`), so loom can check
+/// that the accesses to the queue nodes' hand-off fields never race.
+#[cfg(numa_loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// `UnsafeCell` with loom's closure API (`with`, `with_mut`).
+#[cfg(not(numa_loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(numa_loom))]
+impl<T> UnsafeCell<T> {
+    /// Wraps `value`.
+    pub(crate) const fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Calls `f` with a shared raw pointer to the value.
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Calls `f` with a mutable raw pointer to the value.
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// One step of a busy wait: the CPU's spin-loop hint (x86 `PAUSE`, about 25 ns on
+/// the development machine, a few ns on others). Under loom: a yield.
+#[inline]
+pub(crate) fn spin_loop() {
+    #[cfg(numa_loom)]
+    loom::thread::yield_now();
+    #[cfg(not(numa_loom))]
+    std::hint::spin_loop();
+}
+
+/// Gives the CPU to another runnable thread (`sched_yield`).
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(numa_loom)]
+    loom::thread::yield_now();
+    #[cfg(not(numa_loom))]
+    std::thread::yield_now();
+}
+
+/// The (possibly virtual) NUMA node of the calling thread
+/// ([`numa_topology::current_node`]); a stale answer costs performance only.
+#[cfg(not(numa_loom))]
+#[inline]
+pub(crate) fn current_node() -> u32 {
+    // Node indices are OS indices (< 2^16 on Linux); saturate rather than wrap.
+    u32::try_from(numa_topology::current_node()).unwrap_or(u32::MAX)
+}
+
+/// Monotonic time in ns since the first call in this process.
+#[cfg(not(numa_loom))]
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    // u64 ns covers 584 years of uptime; saturate beyond.
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// How far the loom logical clock advances per read, in (logical) ns.
+#[cfg(numa_loom)]
+pub const LOOM_TICK_NS: u64 = 1_000;
+
+#[cfg(numa_loom)]
+loom::thread_local! {
+    static LOOM_NODE: std::cell::Cell<u32> = std::cell::Cell::new(0);
+    static LOOM_CLOCK: std::cell::Cell<u64> = std::cell::Cell::new(0);
+}
+
+/// Under loom: the node assigned with [`set_loom_node`] to the current loom thread.
+#[cfg(numa_loom)]
+pub(crate) fn current_node() -> u32 {
+    LOOM_NODE.with(std::cell::Cell::get)
+}
+
+/// Under loom: assigns the current loom thread to virtual node `node`.
+#[cfg(numa_loom)]
+pub fn set_loom_node(node: u32) {
+    LOOM_NODE.with(|n| n.set(node));
+}
+
+/// Under loom: a per-thread logical clock advancing [`LOOM_TICK_NS`] per read.
+#[cfg(numa_loom)]
+pub(crate) fn now_ns() -> u64 {
+    LOOM_CLOCK.with(|c| {
+        let t = c.get() + LOOM_TICK_NS;
+        c.set(t);
+        t
+    })
+}

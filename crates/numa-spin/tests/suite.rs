@@ -1,0 +1,41 @@
+//! The shared generic mutex suite (`lock-tests`) run against both numa-spin locks,
+//! with the default tunables and with two extreme per-type configurations.
+
+use numa_spin::{Config, RawLock, Tunables};
+use std::num::NonZeroU32;
+
+lock_tests::mutex_suite!(cna, numa_spin::RawMutex, guard: Send);
+lock_tests::mutex_suite!(queued, numa_spin::RawQueuedMutex, guard: Send);
+lock_tests::mutex_suite!(cna_strict_fifo_flush_always, RawLock<true, StrictFifo>, guard: Send);
+lock_tests::mutex_suite!(queued_strict_fifo, RawLock<false, StrictFifo>, guard: Send);
+lock_tests::mutex_suite!(cna_always_scan_never_flush, RawLock<true, NeverFlush>, guard: Send);
+lock_tests::mutex_suite!(cna_tuned_defaults, numa_spin::RawTunedMutex, guard: Send);
+
+/// Strict FIFO (steal bound 0), scan at every head, flush at every hand-off.
+#[derive(Clone, Copy, Debug)]
+struct StrictFifo;
+static STRICT_FIFO: Config = Config::DEFAULT
+    .steal_bound_ns(0)
+    .shuffle_reduction(NonZeroU32::MIN)
+    .flush_threshold_ns(0);
+impl Tunables for StrictFifo {
+    const DEFAULT: Self = StrictFifo;
+    fn config(&self) -> &Config {
+        &STRICT_FIFO
+    }
+}
+
+/// Always scan, never flush on time (only when the main queue runs empty), steal
+/// freely: the most NUMA-biased setting.
+#[derive(Clone, Copy, Debug)]
+struct NeverFlush;
+static NEVER_FLUSH: Config = Config::DEFAULT
+    .steal_bound_ns(u64::MAX)
+    .shuffle_reduction(NonZeroU32::MIN)
+    .flush_threshold_ns(u64::MAX);
+impl Tunables for NeverFlush {
+    const DEFAULT: Self = NeverFlush;
+    fn config(&self) -> &Config {
+        &NEVER_FLUSH
+    }
+}
