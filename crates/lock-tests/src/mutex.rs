@@ -93,7 +93,7 @@ where
                 let mut i = 0u64;
                 while done < iters {
                     i += 1;
-                    let guard = if i % 3 == 0 {
+                    let guard = if i.is_multiple_of(3) {
                         match lock.try_lock() {
                             Some(g) => g,
                             None => continue,
@@ -104,9 +104,9 @@ where
                     let mut guard = guard;
                     critical_section(&mut guard, &inside, me, 8);
                     done += 1;
-                    if i % 4 == 0 {
+                    if i.is_multiple_of(4) {
                         lock_api::MutexGuard::unlock_fair(guard);
-                    } else if i % 7 == 0 {
+                    } else if i.is_multiple_of(7) {
                         lock_api::MutexGuard::bump(&mut guard);
                         drop(guard);
                     } else {

@@ -4,7 +4,7 @@
 //! One `spin_loop` hint (x86 `PAUSE`) costs about 25 ns on Skylake-and-later Intel
 //! CPUs such as the development machine and a few ns on older Intel and most AMD
 //! CPUs, so a budget counted in iterations would differ 5-10x between machines. The
-//! cost is measured once per process ([`ns_per_spin`]) and each waiter converts its
+//! cost is measured once per process (`ns_per_spin`) and each waiter converts its
 //! budget (`Config::spin_budget_ns`) into hint counts with it, so the wait loop reads
 //! no clock.
 

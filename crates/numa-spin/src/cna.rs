@@ -14,7 +14,7 @@
 //! 3. When the lock word is free the head takes it with a CAS (competing with
 //!    stealers), and passes head-ship to its successor (`pass_headship`) together
 //!    with the preference and the secondary queue (CNA keeps the encoded secondary
-//!    tail in the successor's `locked` field; we write a [`HeadState`] into the
+//!    tail in the successor's `locked` field; we write a `HeadState` into the
 //!    successor's `handoff` cell before the release store that makes it head).
 //! 4. If the secondary queue is older than `flush_threshold_ns` when a waiter
 //!    becomes head, that head, once it holds the lock, splices the secondary queue in

@@ -95,9 +95,9 @@
 //!
 //! # Cargo features
 //!
-//! - `stats`: per-lock counters ([`Stats`]: acquisitions, contended acquisitions,
+//! - `stats`: per-lock counters (`Stats`: acquisitions, contended acquisitions,
 //!   same-node and cross-node hand-offs, secondary-queue flushes), read with
-//!   [`RawLock::stats`] or [`stats_of`]. Makes the lock bigger and adds a
+//!   `RawLock::stats` or `stats_of`. Makes the lock bigger and adds a
 //!   thread-local read and counter updates to every acquisition; without the
 //!   feature they do not exist.
 //!
@@ -108,7 +108,7 @@
 
 pub mod backoff;
 pub mod cna;
-mod config;
+pub mod config;
 mod mutex;
 pub mod node;
 pub mod raw_lock;

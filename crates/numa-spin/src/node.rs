@@ -20,7 +20,7 @@
 //! returned to a free list by its thread-local destructor and recycled by the next
 //! thread that needs one; the registry's size is the peak number of threads that
 //! contended at the same time. If a thread has no slot (its thread-locals are being
-//! destroyed, or 2^31 - 1 slots are taken) [`current`] returns `None` and the lock
+//! destroyed, or 2^31 - 1 slots are taken) `current()` returns `None` and the lock
 //! falls back to waiting without a queue node (see `RawLock::lock_unqueued`).
 //!
 //! Slot allocation (once per thread) uses a `std::sync::Mutex` and `std` atomics

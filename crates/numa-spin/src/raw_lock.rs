@@ -7,8 +7,8 @@
 //!
 //! | word | bits | meaning |
 //! | --- | --- | --- |
-//! | `locked` | all | [`UNLOCKED`] (0), [`LOCKED`] (1) or [`HANDED`] (2: held, passed by `unlock_fair` to the queue head) |
-//! | `tail` | 0 | [`NO_STEAL`]: the queue head forbids lock stealing (the role pvqspinlock's hybrid mode gives the pending bit) |
+//! | `locked` | all | `UNLOCKED` (0), `LOCKED` (1) or `HANDED` (2: held, passed by `unlock_fair` to the queue head) |
+//! | `tail` | 0 | `NO_STEAL`: the queue head forbids lock stealing (the role pvqspinlock's hybrid mode gives the pending bit) |
 //! | `tail` | 1..32 | code of the last queue node (see [`crate::node`]), 0 = empty queue |
 //!
 //! Linux's qspinlock keeps locked byte, pending bit and tail in one 32-bit word and
@@ -17,7 +17,7 @@
 //! `unlock` is still one release store, and every other transition is a CAS or RMW
 //! on one word. The price is that the fast path cannot see "queue non-empty" and
 //! "locked" in one read; it reads the tail word once (relaxed, same cache line)
-//! before its CAS to honour [`NO_STEAL`].
+//! before its CAS to honour `NO_STEAL`.
 //!
 //! # Lock stealing
 //!
@@ -25,7 +25,7 @@
 //! as in pvqspinlock's hybrid unfair trylock and ShflLock, Kashyap et al.,
 //! SOSP 2019): the releasing thread often re-takes its still-warm lock, and a queued
 //! waiter that is not running does not stall everyone. Once the queue head has waited
-//! `steal_bound_ns`, it sets [`NO_STEAL`]; the fast path, `try_lock` and the slow
+//! `steal_bound_ns`, it sets `NO_STEAL`; the fast path, `try_lock` and the slow
 //! path's steal attempt then fail until the head has acquired and cleared the flag.
 //! A thread that read the tail word just before the flag was set may still complete
 //! its CAS: at most one such in-flight steal per thread, so the bound holds up to one
@@ -71,9 +71,9 @@ pub(crate) const TAIL_SHIFT: u32 = 1;
 /// Waiters never sleep in the kernel: they spin, then yield. 8 bytes instead of 1.
 #[repr(C, align(8))]
 pub struct RawLock<const NUMA: bool, T: Tunables = Global> {
-    /// [`UNLOCKED`], [`LOCKED`] or [`HANDED`].
+    /// `UNLOCKED`, `LOCKED` or `HANDED`.
     pub(crate) locked: AtomicU32,
-    /// Queue tail code and [`NO_STEAL`].
+    /// Queue tail code and `NO_STEAL`.
     pub(crate) tail: AtomicU32,
     /// Where the tunables come from.
     pub(crate) tunables: T,
