@@ -1,0 +1,345 @@
+//! Torture test for every lock of the workspace, in the spirit of the Linux
+//! kernel's locktorture (issue 6).
+//!
+//! For each lock, more threads than CPUs, spread over 4 virtual NUMA nodes,
+//! pick random operations until a deadline: exclusive updates of a two-cache-
+//! line structure whose words must stay equal (a torn or lost update breaks
+//! that), shared reads, `try_lock`, fair unlocks and bumps, `try_lock_for`
+//! with tiny timeouts, upgrades and downgrades, condvar waits with timeouts,
+//! holders that sleep inside the critical section (a preempted holder),
+//! holders that panic inside it, holders that migrate to another node, and
+//! locks created, contended on several nodes, and dropped (sometimes while
+//! locked, after `mem::forget` of a guard). Every critical section also checks
+//! directly that no other writer, reader or upgradable holder is inside.
+//!
+//! At the end of each lock's run: zero invariant violations, updates counted
+//! by the workers all present in the structure, the lock free, every worker
+//! finished (a watchdog fails the test with the stuck operations instead of
+//! hanging), and a counting global allocator showing that nothing allocated
+//! during the run (snodes, reader counters) is left once the locks are dropped.
+//!
+//! The tests are `#[ignore]`d: run them with
+//!
+//! ```text
+//! TORTURE_SECS=60 cargo test --release -p numa-bench --test torture -- --ignored --nocapture
+//! ```
+//!
+//! `TORTURE_SECS` (default 6) is the total budget in seconds, split evenly
+//! over the locks; `TORTURE_THREADS` overrides the worker count (default
+//! 4 x CPUs, between 8 and 32); `TORTURE_SEED` fixes the PRNG seed. The tests
+//! run one at a time (they share the allocation counter).
+
+#[path = "torture/alloc.rs"]
+mod alloc;
+#[path = "torture/broken.rs"]
+mod broken;
+#[path = "torture/engine.rs"]
+mod engine;
+#[path = "torture/mutex_ops.rs"]
+mod mutex_ops;
+#[path = "torture/rwlock_ops.rs"]
+mod rwlock_ops;
+#[path = "torture/shared.rs"]
+mod shared;
+
+use std::sync::{Barrier, LazyLock, Mutex as StdMutex, Once, PoisonError};
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use alloc::{CountingAlloc, count_this_thread, live};
+use engine::{Op, Target};
+use mutex_ops::{HasMutex, WithCondvar};
+use shared::{Shared, TorturePanic};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+/// Serializes the tests: they share the allocation counter and the CPUs.
+static SERIAL: StdMutex<()> = StdMutex::new(());
+
+/// Default total budget when `TORTURE_SECS` is unset (seconds).
+const DEFAULT_SECS: f64 = 6.0;
+
+/// Warm-up run before the measured one (fills lazily allocated globals).
+const WARM_UP: Duration = Duration::from_millis(100);
+
+fn env_number(name: &str) -> Option<f64> {
+    let v = std::env::var(name).ok()?;
+    match v.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Some(x),
+        _ => panic!("{name}={v:?}: expected a non-negative number"),
+    }
+}
+
+/// The measured run time of one lock: the total budget over the lock count.
+fn duration_per_lock() -> Duration {
+    let total = env_number("TORTURE_SECS").unwrap_or(DEFAULT_SECS);
+    Duration::from_secs_f64(total / TARGET_COUNT as f64)
+}
+
+fn threads() -> usize {
+    match env_number("TORTURE_THREADS") {
+        Some(n) => (n as usize).max(2),
+        None => {
+            let cpus = thread::available_parallelism().map_or(2, |n| n.get());
+            (4 * cpus).clamp(8, 32)
+        }
+    }
+}
+
+fn seed() -> u64 {
+    match env_number("TORTURE_SEED") {
+        Some(s) => s as u64,
+        None => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    }
+}
+
+/// Silences the default panic message for the intended panics.
+fn quiet_intended_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<TorturePanic>() {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// parking_lot_core grows its global hashtable with the number of threads
+/// that ever parked at once and leaks the old tables on purpose; park `n`
+/// threads at once before measuring so that growth is not counted as a leak.
+fn pregrow_parking_lot(n: usize) {
+    let barrier = Barrier::new(n);
+    thread::scope(|s| {
+        for _ in 0..n {
+            s.spawn(|| {
+                let (m, cv) = (parking_lot::Mutex::new(()), parking_lot::Condvar::new());
+                barrier.wait();
+                let mut g = m.lock();
+                cv.wait_for(&mut g, Duration::from_millis(1));
+                drop(g);
+                barrier.wait();
+            });
+        }
+    });
+}
+
+/// What a measured run found.
+struct Outcome {
+    /// The report, or the violations' count and first message.
+    result: Result<engine::Report, (u64, String)>,
+    /// (bytes, blocks) allocated during the run and still allocated after it.
+    leaked: (i64, i64),
+}
+
+/// Warm-up, then one run of `target` with allocation counting around it.
+fn measure<L: Send + Sync + 'static>(
+    target: &'static Target<L>,
+    duration: Duration,
+    grace: Duration,
+) -> Outcome {
+    quiet_intended_panics();
+    let (threads, seed) = (threads(), seed());
+    println!("torture {}: seed {seed} (TORTURE_SEED)", target.name);
+    pregrow_parking_lot(threads * (1 + mutex_ops::CHURN_MAX_HELPERS) + 4);
+    if let Err((n, first)) = engine::run(target, threads, WARM_UP, grace, seed ^ 0x5eed) {
+        return Outcome {
+            result: Err((n, format!("(warm-up) {first}"))),
+            leaked: (0, 0),
+        };
+    }
+    count_this_thread(true);
+    let before = live();
+    let result = engine::run(target, threads, duration, grace, seed);
+    let after = live();
+    count_this_thread(false);
+    Outcome {
+        result,
+        leaked: (after.0 - before.0, after.1 - before.1),
+    }
+}
+
+fn torture<L: Send + Sync + 'static>(target: &'static Target<L>) {
+    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let outcome = measure(target, duration_per_lock(), engine::GRACE);
+    let report = match outcome.result {
+        Ok(r) => r,
+        Err((n, first)) => panic!("{}: {n} invariant violations; first: {first}", target.name),
+    };
+    engine::print_report(target, &report);
+    assert_eq!(
+        outcome.leaked,
+        (0, 0),
+        "{}: (bytes, blocks) still allocated after the run's locks were dropped",
+        target.name
+    );
+}
+
+fn mutex_target<L: HasMutex>(
+    name: &'static str,
+    new: fn() -> L,
+    extra: Vec<Vec<Op<L>>>,
+) -> Target<L> {
+    let mut ops = mutex_ops::basic_ops::<L>();
+    ops.extend(extra.into_iter().flatten());
+    Target {
+        name,
+        new,
+        ops,
+        finish: mutex_ops::finish::<L>,
+    }
+}
+
+fn with_condvar<C: lock_api::RawCondvar>() -> WithCondvar<C> {
+    WithCondvar {
+        mutex: lock_api::Mutex::new(Shared::new()),
+        condvar: lock_api::Condvar::new(),
+    }
+}
+
+fn plain<R: lock_api::RawMutex>() -> lock_api::Mutex<R, Shared> {
+    lock_api::Mutex::new(Shared::new())
+}
+
+fn plain_target<R: lock_api::RawMutex + Send + Sync + 'static>(
+    name: &'static str,
+) -> Target<lock_api::Mutex<R, Shared>> {
+    mutex_target(name, plain::<R>, vec![])
+}
+
+fn rw<R: lock_api::RawRwLock>() -> rwlock_ops::Rw<R> {
+    lock_api::RwLock::new(Shared::new())
+}
+
+/// Number of `torture_*` tests below (the budget is split over them).
+const TARGET_COUNT: u32 = 6;
+
+#[test]
+#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
+fn torture_parking_lot() {
+    type C = parking_lot::RawCondvar;
+    static T: LazyLock<Target<WithCondvar<C>>> = LazyLock::new(|| {
+        mutex_target(
+            "parking_lot+condvar",
+            with_condvar::<C>,
+            vec![
+                mutex_ops::fair_ops(),
+                mutex_ops::timed_ops(),
+                mutex_ops::condvar_ops::<C>(),
+            ],
+        )
+    });
+    torture(&T);
+}
+
+#[test]
+#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
+fn torture_parking_lot_rw() {
+    type R = parking_lot::RawRwLock;
+    static T: LazyLock<Target<rwlock_ops::Rw<R>>> = LazyLock::new(|| Target {
+        name: "parking_lot-rw",
+        new: rw::<R>,
+        ops: rwlock_ops::all_ops::<R>(),
+        finish: rwlock_ops::finish::<R>,
+    });
+    torture(&T);
+}
+
+#[test]
+#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
+fn torture_cst() {
+    type C = cst_mutex::RawCondvar;
+    static T: LazyLock<Target<WithCondvar<C>>> = LazyLock::new(|| {
+        mutex_target(
+            "cst+condvar",
+            with_condvar::<C>,
+            vec![
+                mutex_ops::fair_ops(),
+                mutex_ops::timed_ops(),
+                mutex_ops::condvar_ops::<C>(),
+            ],
+        )
+    });
+    torture(&T);
+}
+
+#[test]
+#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
+fn torture_cst_rw() {
+    type R = cst_mutex::RawRwLock;
+    static T: LazyLock<Target<rwlock_ops::Rw<R>>> = LazyLock::new(|| Target {
+        name: "cst-rw",
+        new: rw::<R>,
+        ops: rwlock_ops::all_ops::<R>(),
+        finish: rwlock_ops::finish::<R>,
+    });
+    torture(&T);
+}
+
+// Self-tests (not ignored, ~1 s): the torture engine catches broken locks.
+
+/// A short measured run of a broken lock.
+fn measure_broken<L: Send + Sync + 'static>(target: &'static Target<L>) -> Outcome {
+    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    measure(target, Duration::from_millis(200), engine::GRACE)
+}
+
+#[test]
+fn catches_missing_exclusion() {
+    static T: LazyLock<Target<lock_api::Mutex<broken::NoExclusion, Shared>>> =
+        LazyLock::new(|| plain_target("broken: no exclusion"));
+    let outcome = measure_broken(&T);
+    let Err((n, first)) = outcome.result else {
+        panic!("a lock without exclusion passed the torture test");
+    };
+    assert!(n > 0);
+    println!("no exclusion: {n} violations, first: {first}");
+}
+
+#[test]
+fn catches_leaked_snode() {
+    static T: LazyLock<Target<lock_api::Mutex<broken::LeakySnode, Shared>>> =
+        LazyLock::new(|| plain_target("broken: leaky snode"));
+    let outcome = measure_broken(&T);
+    assert!(
+        outcome.result.is_ok(),
+        "the leaky lock is otherwise correct"
+    );
+    // The run's lock and every churned lock leak one 8-byte snode each.
+    assert!(
+        outcome.leaked.0 >= 8 && outcome.leaked.1 >= 1,
+        "leak not seen: {:?}",
+        outcome.leaked
+    );
+}
+
+#[test]
+fn watchdog_reports_stuck_workers() {
+    static T: LazyLock<Target<lock_api::Mutex<broken::NeverReleases, Shared>>> =
+        LazyLock::new(|| plain_target("broken: never releases"));
+    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    quiet_intended_panics();
+    // The workers stay parked forever (in this test process only).
+    let r = std::panic::catch_unwind(|| {
+        engine::run(
+            &T,
+            4,
+            Duration::from_millis(50),
+            Duration::from_millis(300),
+            7,
+        )
+    });
+    let payload = r.expect_err("the watchdog must fail a run whose workers never finish");
+    let msg = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        msg.contains("still running"),
+        "unexpected watchdog message: {msg}"
+    );
+}
