@@ -109,11 +109,14 @@ fn quiet_intended_panics() {
     });
 }
 
-/// parking_lot_core grows its global hashtable with the number of threads
-/// that ever parked at once and leaks the old tables on purpose; park `n`
-/// threads at once before measuring so that growth is not counted as a leak.
-fn pregrow_parking_lot(n: usize) {
+/// Process-wide structures that grow with the peak number of threads and are
+/// never shrunk, by design, are grown before measuring so that their growth is
+/// not counted as memory left by dropped locks: parking_lot_core's hashtable
+/// (it keeps old tables) and numa-spin's queue-node registry and its free list.
+/// `n` threads park and queue on a spinlock at the same time.
+fn pregrow_globals(n: usize) {
     let barrier = Barrier::new(n);
+    let spin = numa_spin::Mutex::new(());
     thread::scope(|s| {
         for _ in 0..n {
             s.spawn(|| {
@@ -121,6 +124,9 @@ fn pregrow_parking_lot(n: usize) {
                 barrier.wait();
                 let mut g = m.lock();
                 cv.wait_for(&mut g, Duration::from_millis(1));
+                drop(g);
+                let g = spin.lock();
+                thread::sleep(Duration::from_micros(100));
                 drop(g);
                 barrier.wait();
             });
@@ -145,7 +151,7 @@ fn measure<L: Send + Sync + 'static>(
     quiet_intended_panics();
     let (threads, seed) = (threads(), seed());
     println!("torture {}: seed {seed} (TORTURE_SEED)", target.name);
-    pregrow_parking_lot(threads * (1 + mutex_ops::CHURN_MAX_HELPERS) + 4);
+    pregrow_globals(threads * (1 + mutex_ops::CHURN_MAX_HELPERS) + 4);
     if let Err((n, first)) = engine::run(target, threads, WARM_UP, grace, seed ^ 0x5eed) {
         return Outcome {
             result: Err((n, format!("(warm-up) {first}"))),
@@ -342,4 +348,24 @@ fn watchdog_reports_stuck_workers() {
         msg.contains("still running"),
         "unexpected watchdog message: {msg}"
     );
+}
+
+#[test]
+#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
+fn torture_cna() {
+    type R = numa_spin::RawMutex;
+    type L = lock_api::Mutex<R, Shared>;
+    static T: LazyLock<Target<L>> =
+        LazyLock::new(|| mutex_target("cna", plain::<R>, vec![mutex_ops::fair_ops::<L>()]));
+    torture(&T);
+}
+
+#[test]
+#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
+fn torture_queued() {
+    type R = numa_spin::RawQueuedMutex;
+    type L = lock_api::Mutex<R, Shared>;
+    static T: LazyLock<Target<L>> =
+        LazyLock::new(|| mutex_target("queued", plain::<R>, vec![mutex_ops::fair_ops::<L>()]));
+    torture(&T);
 }
