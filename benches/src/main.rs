@@ -1,3 +1,290 @@
-//! The `numa-bench` command (skeleton).
+//! The `numa-bench` command: what each lock does to throughput, fairness and
+//! cross-node traffic on this machine.
+//!
+//! - `numa-bench compare [--quick] [--out DIR]`: the default suite; prints a table
+//!   and writes JSON, CSV and SVG plots into `results/<timestamp>/`.
+//! - `numa-bench run --lock L --workload W --threads N [--json]`: one point.
+//! - `numa-bench topology`: the machine's layout.
 
-fn main() {}
+mod topology_cmd;
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use numa_bench::BenchError;
+use numa_bench::compare::{
+    CompareOptions, DEFAULT_LOCKS, DEFAULT_WORKLOADS, default_threads, render, run_compare,
+};
+use numa_bench::delay::{Delay, parse_duration};
+use numa_bench::harness::{RunConfig, WorkloadSpec, run_point};
+use numa_bench::locks::LockName;
+use numa_bench::machine::{Machine, Placement};
+use numa_bench::report::{Conditions, table};
+use numa_bench::workloads::WorkloadName;
+use numa_bench::workloads::kv::Kv;
+use numa_bench::workloads::locktorture::Locktorture;
+use numa_bench::workloads::page_alloc::PageAlloc;
+use numa_bench::workloads::rwlock::RwKv;
+
+/// NUMA-aware lock benchmarks: locktorture, kv, page-alloc and rwlock workloads.
+#[derive(Parser, Debug)]
+#[command(name = "numa-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show the machine's NUMA topology.
+    Topology(topology_cmd::TopologyArgs),
+    /// Run one (lock, workload, threads) point.
+    Run(RunArgs),
+    /// Run the default comparison suite; write table, JSON, CSV and SVG plots.
+    Compare(CompareArgs),
+}
+
+/// Options shared by `run` and `compare`.
+#[derive(Args, Debug)]
+struct Common {
+    /// Spread threads over N virtual NUMA nodes (numa_topology::set_current_thread_node).
+    /// Reports say the nodes are virtual.
+    #[arg(long, value_name = "N")]
+    virtual_nodes: Option<usize>,
+    /// Cost model: a critical section run on another node than the previous one
+    /// spins P extra ns (stands for moving the data across the interconnect). 0 = off.
+    #[arg(long, value_name = "P", default_value_t = 0)]
+    remote_penalty_ns: u64,
+    /// Time one acquisition in this many for acquire_latency_ns (1 = all; each
+    /// timing costs two clock reads, ~25 ns each, one inside the critical section).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    latency_sample_every: u64,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Lock: cna, queued, cst, parking_lot, std, spin, ticket (mutexes);
+    /// cst-rw, parking_lot-rw, std-rw (rwlock workload).
+    #[arg(long)]
+    lock: LockName,
+    /// Workload: locktorture, kv, page-alloc, rwlock.
+    #[arg(long)]
+    workload: WorkloadName,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Measured window (e.g. 2s, 500ms).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    common: Common,
+    #[command(flatten)]
+    params: WorkloadParams,
+}
+
+/// Workload parameters (each applies to the workloads named in its help).
+#[derive(Args, Debug)]
+struct WorkloadParams {
+    /// locktorture: shared cache lines written per critical section.
+    #[arg(long, default_value_t = 2)]
+    lines: usize,
+    /// locktorture: busy work inside the critical section: 0, <n>ns, <n>us or <n>it.
+    #[arg(long, default_value = "0")]
+    cs: Delay,
+    /// locktorture: busy work after the critical section: 0, <n>ns, <n>us or <n>it.
+    #[arg(long, default_value = "50it")]
+    delay: Delay,
+    /// kv, rwlock: keys in the map.
+    #[arg(long, default_value_t = 10_000)]
+    keys: u64,
+    /// kv, rwlock: Zipf exponent of the key distribution (0 = uniform).
+    #[arg(long, default_value_t = 0.99)]
+    zipf_s: f64,
+    /// kv: percentage of gets.
+    #[arg(long, default_value_t = 90)]
+    get_pct: u8,
+    /// rwlock: percentage of reads.
+    #[arg(long, default_value_t = 95)]
+    read_pct: u8,
+    /// page-alloc: pages moved per zone-lock acquisition (pcp->batch).
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// page-alloc: per-thread cache size that triggers a drain (pcp->high).
+    #[arg(long, default_value_t = 48)]
+    pcp_high: usize,
+    /// page-alloc: pages allocated before all are freed.
+    #[arg(long, default_value_t = 64)]
+    burst: usize,
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    /// The ~20 s version (the CI smoke test).
+    #[arg(long)]
+    quick: bool,
+    /// Output directory (default results/<UTC timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Locks, comma-separated (default cna,queued,cst,parking_lot,std).
+    #[arg(long, value_delimiter = ',')]
+    locks: Option<Vec<LockName>>,
+    /// Workloads, comma-separated (default locktorture,kv).
+    #[arg(long, value_delimiter = ',')]
+    workloads: Option<Vec<WorkloadName>>,
+    /// Thread counts, comma-separated (default 1,2,CPUs,4xCPUs,16xCPUs).
+    #[arg(long, value_delimiter = ',')]
+    threads: Option<Vec<usize>>,
+    /// Window per point (default: the budget, 150 s or 14 s with --quick, over the points).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    #[command(flatten)]
+    common: Common,
+}
+
+fn invalid(what: &'static str, value: impl ToString, reason: &str) -> BenchError {
+    BenchError::InvalidArg {
+        what,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+impl WorkloadParams {
+    fn spec(&self, name: WorkloadName) -> Result<WorkloadSpec, BenchError> {
+        if self.lines == 0 {
+            return Err(invalid("--lines", 0, "needs at least 1 cache line"));
+        }
+        if self.keys == 0 {
+            return Err(invalid("--keys", 0, "needs at least 1 key"));
+        }
+        if !(self.zipf_s.is_finite() && self.zipf_s >= 0.0) {
+            return Err(invalid("--zipf-s", self.zipf_s, "must be finite and >= 0"));
+        }
+        for (what, v) in [("--get-pct", self.get_pct), ("--read-pct", self.read_pct)] {
+            if v > 100 {
+                return Err(invalid(what, v, "is a percentage, 0-100"));
+            }
+        }
+        for (what, v) in [
+            ("--batch", self.batch),
+            ("--pcp-high", self.pcp_high),
+            ("--burst", self.burst),
+        ] {
+            if v == 0 {
+                return Err(invalid(what, 0, "needs at least 1 page"));
+            }
+        }
+        let kv = Kv {
+            keys: self.keys,
+            zipf_s: self.zipf_s,
+            get_pct: self.get_pct,
+        };
+        Ok(match name {
+            WorkloadName::Locktorture => WorkloadSpec::Locktorture(Locktorture {
+                lines: self.lines,
+                cs: self.cs,
+                delay: self.delay,
+            }),
+            WorkloadName::Kv => WorkloadSpec::Kv(kv),
+            WorkloadName::PageAlloc => WorkloadSpec::PageAlloc(PageAlloc {
+                batch: self.batch,
+                high: self.pcp_high,
+                burst: self.burst,
+            }),
+            WorkloadName::RwLock => WorkloadSpec::RwLock(RwKv {
+                kv,
+                read_pct: self.read_pct,
+            }),
+        })
+    }
+}
+
+fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
+    let machine = Machine::detect();
+    let placement = Placement::new(&machine, args.common.virtual_nodes)?;
+    let cfg = RunConfig {
+        lock: args.lock,
+        workload: args.params.spec(args.workload)?,
+        threads: args.threads,
+        duration: args.duration,
+        placement,
+        remote_penalty_ns: args.common.remote_penalty_ns,
+        latency_sample_every: args.common.latency_sample_every,
+        machine: machine.clone(),
+    };
+    let p = run_point(&cfg)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&p)?);
+        return Ok(());
+    }
+    let cond = Conditions {
+        machine: machine.describe(),
+        cpus: machine.cpus,
+        real_nodes: machine.nodes.len(),
+        nodes: p.nodes,
+        is_virtual: p.is_virtual,
+        remote_penalty_ns: p.remote_penalty_ns,
+        duration_s: p.duration_s,
+    };
+    print!("{}", cond.header());
+    println!("# workload: {} ({})", p.workload, p.workload_params);
+    print!("{}", table(std::slice::from_ref(&p)));
+    println!("ops_per_thread: {:?}", p.ops_per_thread);
+    match &p.lock_stats {
+        Some(s) => println!("lock_stats: {s:?}"),
+        None => println!("lock_stats: none (this lock keeps no counters)"),
+    }
+    Ok(())
+}
+
+fn compare(args: &CompareArgs) -> Result<(), Box<dyn Error>> {
+    let cpus = Machine::detect().cpus;
+    let opts = CompareOptions {
+        locks: args.locks.clone().unwrap_or_else(|| DEFAULT_LOCKS.to_vec()),
+        workloads: args
+            .workloads
+            .clone()
+            .unwrap_or_else(|| DEFAULT_WORKLOADS.to_vec()),
+        threads: args.threads.clone().unwrap_or_else(|| default_threads(cpus)),
+        duration: args.duration,
+        quick: args.quick,
+        out: args.out.clone(),
+        virtual_nodes: args.common.virtual_nodes,
+        remote_penalty_ns: args.common.remote_penalty_ns,
+        latency_sample_every: args.common.latency_sample_every,
+        progress: true,
+    };
+    if let Some(t) = opts.threads.iter().find(|&&t| t == 0) {
+        return Err(invalid("--threads", t, "every thread count must be at least 1").into());
+    }
+    let result = run_compare(&opts)?;
+    print!("{}", render(&result));
+    eprintln!(
+        "wrote points.json, points.csv, table.txt and *_throughput.svg / *_fairness.svg to {}",
+        result.out_dir.display()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match &cli.command {
+        Command::Topology(a) => topology_cmd::run(a),
+        Command::Run(a) => run(a),
+        Command::Compare(a) => compare(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("numa-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! `numa-bench compare`: the default suite, sized for the machine.
+//!
+//! Locks `cna`, `queued`, `cst`, `parking_lot`, `std`; workloads `locktorture` and
+//! `kv`; thread counts 1, 2, CPUs, 4x and 16x CPUs (deduplicated); on a one-node
+//! machine the threads are spread over 2 virtual nodes. The per-point window is
+//! the time budget (150 s, `--quick` 14 s) divided by the number of points,
+//! clamped to 0.25-5 s (`--quick`: 0.05-1 s), so the whole suite stays within
+//! about 3 minutes (`--quick` about 20 s) whatever the machine. Writes
+//! `points.json`, `points.csv`, `table.txt` and two SVG plots per workload into the
+//! output directory.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::BenchError;
+use crate::harness::{RunConfig, WorkloadSpec, run_point};
+use crate::locks::LockName;
+use crate::machine::{Machine, Placement};
+use crate::metrics::{Point, to_csv};
+use crate::plot::plot_metric;
+use crate::report::{Conditions, table};
+use crate::workloads::WorkloadName;
+
+/// The default locks compared.
+pub const DEFAULT_LOCKS: [LockName; 5] = [
+    LockName::Cna,
+    LockName::Queued,
+    LockName::Cst,
+    LockName::ParkingLot,
+    LockName::Std,
+];
+
+/// The default workloads.
+pub const DEFAULT_WORKLOADS: [WorkloadName; 2] = [WorkloadName::Locktorture, WorkloadName::Kv];
+
+/// Time budget of the full suite, s (the issue asks for at most 3 minutes).
+pub const FULL_BUDGET_S: f64 = 150.0;
+/// Time budget of `--quick`, s.
+pub const QUICK_BUDGET_S: f64 = 14.0;
+
+/// Options of `compare`.
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    /// Locks (default [`DEFAULT_LOCKS`]).
+    pub locks: Vec<LockName>,
+    /// Workloads (default [`DEFAULT_WORKLOADS`]).
+    pub workloads: Vec<WorkloadName>,
+    /// Thread counts (default [`default_threads`]).
+    pub threads: Vec<usize>,
+    /// Window per point; `None` = from the budget.
+    pub duration: Option<Duration>,
+    /// The 20-second version.
+    pub quick: bool,
+    /// Output directory; `None` = `results/<UTC timestamp>`.
+    pub out: Option<PathBuf>,
+    /// Virtual nodes; `None` = 2 on a one-node machine, the real nodes otherwise.
+    pub virtual_nodes: Option<usize>,
+    /// Cost model (0 = off).
+    pub remote_penalty_ns: u64,
+    /// Time one acquisition in this many.
+    pub latency_sample_every: u64,
+    /// Show the progress bar on stderr.
+    pub progress: bool,
+}
+
+/// Thread counts 1, 2, `cpus`, 4x and 16x `cpus`, sorted, deduplicated.
+pub fn default_threads(cpus: usize) -> Vec<usize> {
+    let mut t = vec![1, 2, cpus, 4 * cpus, 16 * cpus];
+    t.retain(|&n| n > 0);
+    t.sort_unstable();
+    t.dedup();
+    t
+}
+
+/// The per-point window for `points` points.
+pub fn point_duration(points: usize, quick: bool) -> Duration {
+    let (budget, lo, hi) = if quick {
+        (QUICK_BUDGET_S, 0.05, 1.0)
+    } else {
+        (FULL_BUDGET_S, 0.25, 5.0)
+    };
+    Duration::from_secs_f64((budget / points.max(1) as f64).clamp(lo, hi))
+}
+
+/// `YYYYMMDDTHHMMSSZ` (UTC) for a time since the Unix epoch.
+pub fn utc_timestamp(since_epoch: Duration) -> String {
+    let secs = since_epoch.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil-from-days (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms").
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// What `compare` produced.
+#[derive(Debug, Serialize)]
+pub struct CompareResult {
+    /// The conditions (machine, nodes, cost model).
+    pub conditions: Conditions,
+    /// Every point, in run order.
+    pub points: Vec<Point>,
+    /// Where the files went.
+    #[serde(skip)]
+    pub out_dir: PathBuf,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
+    move |source| BenchError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Runs the suite and writes its files.
+///
+/// # Errors
+/// [`BenchError::InvalidArg`] for an empty lock, workload or thread list or a
+/// lock that cannot run a workload; [`BenchError::Io`] / [`BenchError::Plot`] when
+/// the output cannot be written; errors of [`run_point`].
+pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
+    for (what, empty) in [
+        ("--locks", opts.locks.is_empty()),
+        ("--workloads", opts.workloads.is_empty()),
+        ("--threads", opts.threads.is_empty()),
+    ] {
+        if empty {
+            return Err(BenchError::InvalidArg {
+                what,
+                value: String::new(),
+                reason: "the list is empty".into(),
+            });
+        }
+    }
+    let machine = Machine::detect();
+    let virtual_nodes = match opts.virtual_nodes {
+        None if machine.nodes.len() == 1 => Some(2),
+        v => v,
+    };
+    let placement = Placement::new(&machine, virtual_nodes)?;
+    let mut pairs = Vec::new();
+    for &w in &opts.workloads {
+        for &l in &opts.locks {
+            if l.is_rwlock() != (w == WorkloadName::RwLock) {
+                return Err(BenchError::WrongLockKind {
+                    lock: l,
+                    workload: w,
+                });
+            }
+            pairs.push((w, l));
+        }
+    }
+    let n_points = pairs.len() * opts.threads.len();
+    let duration = opts
+        .duration
+        .unwrap_or_else(|| point_duration(n_points, opts.quick));
+    let out_dir = match &opts.out {
+        Some(d) => d.clone(),
+        None => Path::new("results").join(utc_timestamp(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        )),
+    };
+    std::fs::create_dir_all(&out_dir).map_err(io_err(&out_dir))?;
+
+    let conditions = Conditions {
+        machine: machine.describe(),
+        cpus: machine.cpus,
+        real_nodes: machine.nodes.len(),
+        nodes: placement.nodes,
+        is_virtual: placement.is_virtual,
+        remote_penalty_ns: opts.remote_penalty_ns,
+        duration_s: duration.as_secs_f64(),
+    };
+    let bar = if opts.progress {
+        ProgressBar::new(n_points as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("constant template")
+            .progress_chars("=> "),
+    );
+    let mut points = Vec::with_capacity(n_points);
+    for &(w, l) in &pairs {
+        for &t in &opts.threads {
+            bar.set_message(format!("{w} {l} {t} threads"));
+            let cfg = RunConfig {
+                lock: l,
+                workload: WorkloadSpec::default_for(w),
+                threads: t,
+                duration,
+                placement: placement.clone(),
+                remote_penalty_ns: opts.remote_penalty_ns,
+                latency_sample_every: opts.latency_sample_every,
+                machine: machine.clone(),
+            };
+            points.push(run_point(&cfg)?);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+
+    let result = CompareResult {
+        conditions,
+        points,
+        out_dir,
+    };
+    write_outputs(&result, &opts.workloads)?;
+    Ok(result)
+}
+
+/// The table as printed: the conditions header, then the rows.
+pub fn render(result: &CompareResult) -> String {
+    format!(
+        "{}{}",
+        result.conditions.header(),
+        table(&result.points)
+    )
+}
+
+fn write_outputs(r: &CompareResult, workloads: &[WorkloadName]) -> Result<(), BenchError> {
+    let write = |name: &str, body: String| {
+        let p = r.out_dir.join(name);
+        std::fs::write(&p, body).map_err(io_err(&p))
+    };
+    write("points.json", serde_json::to_string_pretty(r)?)?;
+    write("points.csv", to_csv(&r.points))?;
+    write("table.txt", render(r))?;
+    let label = if r.conditions.is_virtual {
+        format!(", {} virtual nodes", r.conditions.nodes)
+    } else {
+        format!(", {} nodes", r.conditions.nodes)
+    };
+    for w in workloads {
+        plot_metric(
+            &r.out_dir.join(format!("{w}_throughput.svg")),
+            &r.points,
+            w.as_str(),
+            &format!("{w}: throughput ({}{label})", r.conditions.machine),
+            "ops/us (all threads)",
+            |p| p.throughput_ops_per_us,
+        )?;
+        plot_metric(
+            &r.out_dir.join(format!("{w}_fairness.svg")),
+            &r.points,
+            w.as_str(),
+            &format!("{w}: fairness factor, 0.5 = fair ({}{label})", r.conditions.machine),
+            "share of ops by busier half",
+            |p| p.fairness_factor,
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_counts_are_deduplicated() {
+        assert_eq!(default_threads(2), [1, 2, 8, 32]);
+        assert_eq!(default_threads(1), [1, 2, 4, 16]);
+        assert_eq!(default_threads(8), [1, 2, 8, 32, 128]);
+    }
+
+    #[test]
+    fn durations_fit_the_budget() {
+        // 5 locks x 2 workloads x 4 thread counts on 2 CPUs.
+        let d = point_duration(40, false);
+        assert!(d.as_secs_f64() * 40.0 <= FULL_BUDGET_S + 1e-9);
+        let q = point_duration(40, true);
+        assert!(q.as_secs_f64() * 40.0 <= QUICK_BUDGET_S + 1e-9);
+        assert_eq!(point_duration(1, true), Duration::from_secs(1));
+        assert_eq!(point_duration(100_000, false), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn timestamps_are_utc_civil_dates() {
+        assert_eq!(utc_timestamp(Duration::ZERO), "19700101T000000Z");
+        // 2026-11-22 07:54:05 UTC
+        assert_eq!(utc_timestamp(Duration::from_secs(1_795_334_045)), "20261122T075405Z");
+        // 2000-02-29 (leap day) 23:59:59
+        assert_eq!(utc_timestamp(Duration::from_secs(951_868_799)), "20000229T235959Z");
+    }
+
+    #[test]
+    fn compare_writes_every_file() {
+        let _g = crate::harness::POINT_LOCK.lock().unwrap();
+        let dir = std::env::temp_dir().join(format!("numa-bench-cmp-{}", std::process::id()));
+        let opts = CompareOptions {
+            locks: vec![LockName::ParkingLot, LockName::Std],
+            workloads: vec![WorkloadName::Locktorture],
+            threads: vec![1, 2],
+            duration: Some(Duration::from_millis(30)),
+            quick: true,
+            out: Some(dir.clone()),
+            virtual_nodes: Some(2),
+            remote_penalty_ns: 0,
+            latency_sample_every: 16,
+            progress: false,
+        };
+        let r = run_compare(&opts).unwrap();
+        assert_eq!(r.points.len(), 4);
+        for f in [
+            "points.json",
+            "points.csv",
+            "table.txt",
+            "locktorture_throughput.svg",
+            "locktorture_fairness.svg",
+        ] {
+            let len = std::fs::metadata(dir.join(f)).unwrap().len();
+            assert!(len > 0, "{f}");
+        }
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("points.json")).unwrap())
+                .unwrap();
+        assert_eq!(json["points"].as_array().unwrap().len(), 4);
+        assert_eq!(json["conditions"]["virtual"], true);
+        let csv = std::fs::read_to_string(dir.join("points.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 5);
+        assert!(render(&r).contains("VIRTUAL"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn compare_rejects_mismatched_and_empty_lists() {
+        let mut opts = CompareOptions {
+            locks: vec![LockName::Std],
+            workloads: vec![WorkloadName::RwLock],
+            threads: vec![1],
+            duration: Some(Duration::from_millis(1)),
+            quick: true,
+            out: Some(std::env::temp_dir().join("numa-bench-never-written")),
+            virtual_nodes: None,
+            remote_penalty_ns: 0,
+            latency_sample_every: 16,
+            progress: false,
+        };
+        assert!(matches!(
+            run_compare(&opts),
+            Err(BenchError::WrongLockKind { .. })
+        ));
+        opts.threads.clear();
+        assert!(matches!(
+            run_compare(&opts),
+            Err(BenchError::InvalidArg { what: "--threads", .. })
+        ));
+    }
+}

@@ -1,0 +1,499 @@
+//! Runs one (lock, workload, threads) point and measures it.
+//!
+//! # How a point is measured
+//! - `threads` workers start, place themselves ([`Placement`]), build their state
+//!   and meet the main thread at a barrier. The window starts when the main thread
+//!   leaves the barrier and ends when it sets the stop flag, `duration` later (wall
+//!   clock). Each worker checks the flag after every operation, so every worker
+//!   exits after at most one more acquisition: a thread waiting for a spinlock still
+//!   ends once the holder releases. Operations that complete after the flag is set
+//!   are not counted.
+//! - Inside every critical section the harness reads
+//!   [`numa_topology::current_node`] and records whether the holder's node differs
+//!   from the previous holder's ([`NodeTracker`]). With `--remote-penalty-ns P` a
+//!   critical section that follows a holder on another node first spins `P` ns: the
+//!   cost model for pulling the protected data across the interconnect. It assumes
+//!   that cost is a fixed latency paid once per node change, independent of the
+//!   data size and of which two nodes, and that same-node handoffs cost nothing
+//!   extra; the spin lengthens the critical section as a real miss would.
+//! - Acquire latency (lock call to lock held) is timed on one acquisition in
+//!   `latency_sample_every` (default 16) per thread: a clock read costs about 25 ns
+//!   on the reference machine, and the second read happens while holding the lock,
+//!   so timing every acquisition would lengthen short critical sections by a large
+//!   fraction. Per-thread hdrhistograms are merged. Sampling estimates p50/p99
+//!   well; `max` is the largest *sampled* value.
+//! - CPU time is `getrusage(RUSAGE_SELF)` from the window start until every worker
+//!   has exited, divided by the operations counted.
+//! - For `rwlock`, node switches and the penalty concern write acquisitions only:
+//!   readers do not write shared state (recording would add the very cross-node
+//!   writes a NUMA rwlock avoids). `node_switches_per_1k` is then per 1000 writes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::delay::spin_for;
+use crate::locks::{
+    BenchMutex, BenchRwLock, LockName, LockStats, MutexKind, MutexVisitor, RwLockKind,
+    RwLockVisitor, dispatch_mutex, dispatch_rwlock,
+};
+use crate::machine::{Machine, Placement};
+use crate::metrics::{
+    LatencySummary, NodeTracker, Point, fairness_factor, new_latency_histogram,
+    node_switches_per_1k, process_cpu_ns,
+};
+use crate::workloads::kv::Kv;
+use crate::workloads::locktorture::Locktorture;
+use crate::workloads::page_alloc::PageAlloc;
+use crate::workloads::rwlock::RwKv;
+use crate::workloads::{Access, MutexWorkload, RwWorkload, WorkloadName};
+use crate::BenchError;
+
+/// A workload with its parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WorkloadSpec {
+    /// See [`Locktorture`].
+    Locktorture(Locktorture),
+    /// See [`Kv`].
+    Kv(Kv),
+    /// See [`PageAlloc`].
+    PageAlloc(PageAlloc),
+    /// See [`RwKv`].
+    RwLock(RwKv),
+}
+
+impl WorkloadSpec {
+    /// The workload with default parameters.
+    pub fn default_for(name: WorkloadName) -> Self {
+        match name {
+            WorkloadName::Locktorture => WorkloadSpec::Locktorture(Locktorture::default()),
+            WorkloadName::Kv => WorkloadSpec::Kv(Kv::default()),
+            WorkloadName::PageAlloc => WorkloadSpec::PageAlloc(PageAlloc::default()),
+            WorkloadName::RwLock => WorkloadSpec::RwLock(RwKv::default()),
+        }
+    }
+
+    /// The workload's name.
+    pub fn name(&self) -> WorkloadName {
+        match self {
+            WorkloadSpec::Locktorture(_) => WorkloadName::Locktorture,
+            WorkloadSpec::Kv(_) => WorkloadName::Kv,
+            WorkloadSpec::PageAlloc(_) => WorkloadName::PageAlloc,
+            WorkloadSpec::RwLock(_) => WorkloadName::RwLock,
+        }
+    }
+}
+
+/// Everything one point needs.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The lock.
+    pub lock: LockName,
+    /// The workload.
+    pub workload: WorkloadSpec,
+    /// Worker threads (>= 1).
+    pub threads: usize,
+    /// Measured window (wall clock).
+    pub duration: Duration,
+    /// Where threads go.
+    pub placement: Placement,
+    /// Cost model: ns spun in a critical section after a node change (0 = off).
+    pub remote_penalty_ns: u64,
+    /// Time one acquisition in this many (>= 1).
+    pub latency_sample_every: u64,
+    /// The machine (for the report).
+    pub machine: Machine,
+}
+
+/// What the workers measured, before it becomes a [`Point`].
+struct Raw {
+    ops: Vec<u64>,
+    hist: Histogram<u64>,
+    bound: bool,
+    elapsed: Duration,
+    cpu_ns: u64,
+    tracker: NodeTracker,
+    stats: Option<LockStats>,
+}
+
+/// Per-worker result.
+struct WorkerOut {
+    ops: u64,
+    hist: Histogram<u64>,
+    bound: bool,
+}
+
+/// Runs one point.
+///
+/// # Errors
+/// [`BenchError::WrongLockKind`] when a mutex is paired with the `rwlock` workload
+/// or an rwlock with a mutex workload; [`BenchError::InvalidArg`] for 0 threads or
+/// a 0 sampling interval.
+pub fn run_point(cfg: &RunConfig) -> Result<Point, BenchError> {
+    if cfg.threads == 0 {
+        return Err(BenchError::InvalidArg {
+            what: "--threads",
+            value: "0".into(),
+            reason: "needs at least 1 thread".into(),
+        });
+    }
+    if cfg.latency_sample_every == 0 {
+        return Err(BenchError::InvalidArg {
+            what: "--latency-sample-every",
+            value: "0".into(),
+            reason: "needs at least 1".into(),
+        });
+    }
+    let wrong = || BenchError::WrongLockKind {
+        lock: cfg.lock,
+        workload: cfg.workload.name(),
+    };
+    let raw = match cfg.workload {
+        WorkloadSpec::Locktorture(w) => dispatch_mutex(cfg.lock, MutexRun { cfg, w: &w }),
+        WorkloadSpec::Kv(w) => dispatch_mutex(cfg.lock, MutexRun { cfg, w: &w }),
+        WorkloadSpec::PageAlloc(w) => dispatch_mutex(cfg.lock, MutexRun { cfg, w: &w }),
+        WorkloadSpec::RwLock(w) => dispatch_rwlock(cfg.lock, RwRun { cfg, w: &w }),
+    }
+    .ok_or_else(wrong)?;
+    let params = match &cfg.workload {
+        WorkloadSpec::Locktorture(w) => w.params(),
+        WorkloadSpec::Kv(w) => w.params(),
+        WorkloadSpec::PageAlloc(w) => w.params(),
+        WorkloadSpec::RwLock(w) => w.params(),
+    };
+    Ok(to_point(cfg, raw, params))
+}
+
+fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String) -> Point {
+    let total: u64 = raw.ops.iter().sum();
+    let us = raw.elapsed.as_secs_f64() * 1e6;
+    Point {
+        lock: cfg.lock.to_string(),
+        workload: cfg.workload.name().to_string(),
+        threads: cfg.threads,
+        nodes: cfg.placement.nodes,
+        is_virtual: cfg.placement.is_virtual,
+        bound: raw.bound,
+        duration_s: raw.elapsed.as_secs_f64(),
+        throughput_ops_per_us: if us > 0.0 { total as f64 / us } else { 0.0 },
+        fairness_factor: fairness_factor(&raw.ops),
+        node_switches_per_1k: node_switches_per_1k(raw.tracker.switches, raw.tracker.acquisitions),
+        acquire_latency_ns: LatencySummary::from_histogram(&raw.hist),
+        cpu_ns_per_op: if total > 0 {
+            raw.cpu_ns as f64 / total as f64
+        } else {
+            0.0
+        },
+        ops_per_thread: raw.ops,
+        lock_stats: raw.stats,
+        latency_sample_every: cfg.latency_sample_every,
+        remote_penalty_ns: cfg.remote_penalty_ns,
+        machine_cpus: cfg.machine.cpus,
+        machine_nodes: cfg.machine.nodes.len(),
+        workload_params,
+    }
+}
+
+/// The state behind the lock: the workload's plus the node tracker.
+struct Guarded<S> {
+    tracker: NodeTracker,
+    state: S,
+}
+
+/// Called inside every (exclusive) critical section.
+#[inline]
+fn on_acquire(tracker: &mut NodeTracker, penalty: Duration) {
+    let node = numa_topology::current_node();
+    if tracker.record(node) && !penalty.is_zero() {
+        spin_for(penalty);
+    }
+}
+
+/// Spawns the workers, runs the window, joins. `body(i, stop)` is worker `i`.
+fn drive<F>(cfg: &RunConfig, body: F) -> (Vec<WorkerOut>, Duration, u64)
+where
+    F: Fn(usize, &AtomicBool) -> WorkerOut + Sync,
+{
+    let stop = AtomicBool::new(false);
+    let barrier = Barrier::new(cfg.threads + 1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cfg.threads)
+            .map(|i| {
+                let (stop, barrier, body) = (&stop, &barrier, &body);
+                std::thread::Builder::new()
+                    .name(format!("bench-{i}"))
+                    .spawn_scoped(s, move || {
+                        barrier.wait();
+                        body(i, stop)
+                    })
+                    .expect("spawning a benchmark thread")
+            })
+            .collect();
+        barrier.wait();
+        let cpu0 = process_cpu_ns();
+        let t0 = Instant::now();
+        std::thread::sleep(cfg.duration);
+        stop.store(true, Ordering::Relaxed);
+        let elapsed = t0.elapsed();
+        let outs: Vec<WorkerOut> = handles
+            .into_iter()
+            .map(|h| h.join().expect("benchmark thread panicked"))
+            .collect();
+        let cpu = process_cpu_ns().saturating_sub(cpu0);
+        (outs, elapsed, cpu)
+    })
+}
+
+fn merge(outs: Vec<WorkerOut>) -> (Vec<u64>, Histogram<u64>, bool) {
+    let mut hist = new_latency_histogram();
+    let mut ops = Vec::with_capacity(outs.len());
+    let mut bound = true;
+    for o in outs {
+        ops.push(o.ops);
+        bound &= o.bound;
+        hist.add(&o.hist).expect("histograms share bounds");
+    }
+    (ops, hist, bound)
+}
+
+struct MutexRun<'a, W> {
+    cfg: &'a RunConfig,
+    w: &'a W,
+}
+
+impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
+    type Output = Raw;
+
+    fn visit<K: MutexKind>(self, _lock: LockName) -> Raw {
+        let MutexRun { cfg, w } = self;
+        let lock = <K::Mutex<Guarded<W::Shared>>>::new(Guarded {
+            tracker: NodeTracker::default(),
+            state: w.shared(cfg.threads),
+        });
+        let penalty = Duration::from_nanos(cfg.remote_penalty_ns);
+        let every = cfg.latency_sample_every;
+        let (outs, elapsed, cpu_ns) = drive(cfg, |i, stop| {
+            let bound = cfg.placement.apply(i);
+            let mut local = w.local(i);
+            let mut hist = new_latency_histogram();
+            let mut ops = 0u64;
+            let mut n = i as u64;
+            while !stop.load(Ordering::Relaxed) {
+                let req = w.prepare(&mut local);
+                n += 1;
+                let t0 = n.is_multiple_of(every).then(Instant::now);
+                let lat = lock.with(|g| {
+                    let lat = t0.map(|t| t.elapsed());
+                    on_acquire(&mut g.tracker, penalty);
+                    w.critical(&mut g.state, &mut local, req);
+                    lat
+                });
+                if let Some(l) = lat {
+                    hist.saturating_record(l.as_nanos() as u64);
+                }
+                w.after(&mut local);
+                if !stop.load(Ordering::Relaxed) {
+                    ops += 1;
+                }
+            }
+            WorkerOut { ops, hist, bound }
+        });
+        let stats = lock.stats();
+        let tracker = lock.with(|g| g.tracker.clone());
+        let (ops, hist, bound) = merge(outs);
+        Raw {
+            ops,
+            hist,
+            bound,
+            elapsed,
+            cpu_ns,
+            tracker,
+            stats,
+        }
+    }
+}
+
+struct RwRun<'a, W> {
+    cfg: &'a RunConfig,
+    w: &'a W,
+}
+
+impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
+    type Output = Raw;
+
+    fn visit<K: RwLockKind>(self, _lock: LockName) -> Raw {
+        let RwRun { cfg, w } = self;
+        let lock = <K::RwLock<Guarded<W::Shared>>>::new(Guarded {
+            tracker: NodeTracker::default(),
+            state: w.shared(cfg.threads),
+        });
+        let penalty = Duration::from_nanos(cfg.remote_penalty_ns);
+        let every = cfg.latency_sample_every;
+        let (outs, elapsed, cpu_ns) = drive(cfg, |i, stop| {
+            let bound = cfg.placement.apply(i);
+            let mut local = w.local(i);
+            let mut hist = new_latency_histogram();
+            let mut ops = 0u64;
+            let mut n = i as u64;
+            while !stop.load(Ordering::Relaxed) {
+                let (access, req) = w.prepare(&mut local);
+                n += 1;
+                let t0 = n.is_multiple_of(every).then(Instant::now);
+                let lat = match access {
+                    Access::Read => lock.read(|g| {
+                        let lat = t0.map(|t| t.elapsed());
+                        w.read(&g.state, &mut local, req);
+                        lat
+                    }),
+                    Access::Write => lock.write(|g| {
+                        let lat = t0.map(|t| t.elapsed());
+                        on_acquire(&mut g.tracker, penalty);
+                        w.write(&mut g.state, &mut local, req);
+                        lat
+                    }),
+                };
+                if let Some(l) = lat {
+                    hist.saturating_record(l.as_nanos() as u64);
+                }
+                if !stop.load(Ordering::Relaxed) {
+                    ops += 1;
+                }
+            }
+            WorkerOut { ops, hist, bound }
+        });
+        let stats = lock.stats();
+        let tracker = lock.read(|g| g.tracker.clone());
+        let (ops, hist, bound) = merge(outs);
+        Raw {
+            ops,
+            hist,
+            bound,
+            elapsed,
+            cpu_ns,
+            tracker,
+            stats,
+        }
+    }
+}
+
+/// Serialises whole-process measurements: two points must never overlap (CPU
+/// time is per process). `compare` runs points one after another anyway; this
+/// guards library users and parallel tests.
+pub static POINT_LOCK: Mutex<()> = Mutex::new(());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(lock: LockName, workload: WorkloadSpec, threads: usize) -> RunConfig {
+        let machine = Machine {
+            cpus: 2,
+            nodes: vec![(0, vec![0, 1])],
+        };
+        RunConfig {
+            lock,
+            workload,
+            threads,
+            duration: Duration::from_millis(60),
+            placement: Placement::new(&machine, Some(2)).unwrap(),
+            remote_penalty_ns: 0,
+            latency_sample_every: 1,
+            machine,
+        }
+    }
+
+    #[test]
+    fn a_point_counts_ops_and_switches() {
+        let _g = POINT_LOCK.lock().unwrap();
+        let c = cfg(
+            LockName::ParkingLot,
+            WorkloadSpec::default_for(WorkloadName::Locktorture),
+            3,
+        );
+        let p = run_point(&c).unwrap();
+        assert_eq!(p.ops_per_thread.len(), 3);
+        assert!(p.ops_per_thread.iter().all(|&o| o > 0), "{:?}", p.ops_per_thread);
+        assert!(p.throughput_ops_per_us > 0.0);
+        assert!((0.5..=1.0).contains(&p.fairness_factor));
+        // 3 threads over 2 virtual nodes: the holder's node must change sometimes.
+        assert!(p.node_switches_per_1k > 0.0 && p.node_switches_per_1k <= 1000.0);
+        assert!(p.acquire_latency_ns.p50 <= p.acquire_latency_ns.p99);
+        assert!(p.acquire_latency_ns.p99 <= p.acquire_latency_ns.max);
+        assert!(p.is_virtual && p.nodes == 2);
+        assert!(p.duration_s >= 0.06);
+    }
+
+    #[test]
+    fn one_thread_never_switches_nodes() {
+        let _g = POINT_LOCK.lock().unwrap();
+        let p = run_point(&cfg(LockName::Std, WorkloadSpec::default_for(WorkloadName::Kv), 1))
+            .unwrap();
+        assert_eq!(p.node_switches_per_1k, 0.0);
+        assert_eq!(p.fairness_factor, 0.5);
+    }
+
+    #[test]
+    fn every_workload_runs_on_a_matching_lock() {
+        let _g = POINT_LOCK.lock().unwrap();
+        for (lock, w) in [
+            (LockName::Spin, WorkloadName::PageAlloc),
+            (LockName::Ticket, WorkloadName::Locktorture),
+            (LockName::ParkingLotRw, WorkloadName::RwLock),
+            (LockName::StdRw, WorkloadName::RwLock),
+        ] {
+            let p = run_point(&cfg(lock, WorkloadSpec::default_for(w), 2)).unwrap();
+            assert!(p.total_ops() > 0, "{lock} {w}");
+            assert_eq!(p.workload, w.as_str());
+        }
+    }
+
+    #[test]
+    fn mismatched_lock_kind_is_a_typed_error() {
+        let e = run_point(&cfg(
+            LockName::Std,
+            WorkloadSpec::default_for(WorkloadName::RwLock),
+            1,
+        ))
+        .unwrap_err();
+        assert!(matches!(
+            e,
+            BenchError::WrongLockKind {
+                lock: LockName::Std,
+                workload: WorkloadName::RwLock
+            }
+        ));
+        let e = run_point(&cfg(
+            LockName::StdRw,
+            WorkloadSpec::default_for(WorkloadName::Kv),
+            1,
+        ))
+        .unwrap_err();
+        assert!(matches!(e, BenchError::WrongLockKind { .. }));
+        let e = run_point(&cfg(
+            LockName::Std,
+            WorkloadSpec::default_for(WorkloadName::Kv),
+            0,
+        ))
+        .unwrap_err();
+        assert!(matches!(e, BenchError::InvalidArg { what: "--threads", .. }));
+    }
+
+    #[test]
+    fn remote_penalty_is_paid_inside_the_critical_section() {
+        // With a 20 us penalty and 2 threads on 2 virtual nodes, every node switch
+        // holds the lock 20 us: the switches can take at most the window.
+        let _g = POINT_LOCK.lock().unwrap();
+        let mut c = cfg(
+            LockName::ParkingLot,
+            WorkloadSpec::default_for(WorkloadName::Locktorture),
+            2,
+        );
+        c.remote_penalty_ns = 20_000;
+        let p = run_point(&c).unwrap();
+        let switches = p.node_switches_per_1k * p.total_ops() as f64 / 1000.0;
+        assert!(switches * 20e-6 <= p.duration_s + 0.05, "{switches} switches");
+        assert_eq!(p.remote_penalty_ns, 20_000);
+    }
+}

@@ -1,0 +1,406 @@
+//! The metrics of one benchmark point, and how each is computed.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::locks::LockStats;
+
+/// Fairness factor (CNA paper, Dice & Kogan 2019, section 6; the HQ spinlock RFC):
+/// sort the threads by operations done and return the share of all operations done
+/// by the busier half.
+///
+/// 0.5 is perfectly fair, 1.0 means the other half did nothing. With an odd number of
+/// threads the middle thread counts half to each half, so equal counts give exactly
+/// 0.5 for any thread count (and a single thread gives 0.5). Returns 0.5 when no
+/// operation was done (nobody was favoured).
+pub fn fairness_factor(ops_per_thread: &[u64]) -> f64 {
+    let total: u64 = ops_per_thread.iter().sum();
+    if total == 0 {
+        return 0.5;
+    }
+    let mut sorted = ops_per_thread.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let n = sorted.len();
+    let mut busier: f64 = sorted[..n / 2].iter().map(|&x| x as f64).sum();
+    if n % 2 == 1 {
+        busier += sorted[n / 2] as f64 / 2.0;
+    }
+    busier / total as f64
+}
+
+/// Node switches per 1000 acquisitions: `1000 * switches / acquisitions` (0 when none).
+///
+/// A switch is an acquisition whose holder is on another NUMA node than the previous
+/// holder, observed inside the critical section (see [`NodeTracker`]).
+pub fn node_switches_per_1k(switches: u64, acquisitions: u64) -> f64 {
+    if acquisitions == 0 {
+        0.0
+    } else {
+        1000.0 * switches as f64 / acquisitions as f64
+    }
+}
+
+/// Records holder nodes from inside the critical section; lives in the protected data.
+#[derive(Clone, Debug, Default)]
+pub struct NodeTracker {
+    /// The previous holder's node, `None` before the first acquisition.
+    pub last_node: Option<usize>,
+    /// Acquisitions recorded.
+    pub acquisitions: u64,
+    /// Acquisitions whose node differed from the previous holder's. The first
+    /// acquisition is not a switch.
+    pub switches: u64,
+}
+
+impl NodeTracker {
+    /// Records one acquisition by a thread on `node`; returns whether the lock (and
+    /// the data it protects) moved from another node.
+    #[inline]
+    pub fn record(&mut self, node: usize) -> bool {
+        self.acquisitions += 1;
+        let moved = matches!(self.last_node, Some(prev) if prev != node);
+        self.switches += u64::from(moved);
+        self.last_node = Some(node);
+        moved
+    }
+}
+
+/// `{p50, p99, max}` of the acquire latency, in ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Median, ns.
+    pub p50: u64,
+    /// 99th percentile, ns.
+    pub p99: u64,
+    /// Largest sample, ns.
+    pub max: u64,
+}
+
+impl LatencySummary {
+    /// Summarises a histogram of ns samples (all zero when it is empty).
+    ///
+    /// hdrhistogram reports the highest value equivalent to the quantile at the
+    /// histogram's precision (3 significant digits here).
+    pub fn from_histogram(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            p50: h.value_at_quantile(0.50),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+        }
+    }
+}
+
+/// A new latency histogram: 1 ns to 100 s, 3 significant digits, saturating above.
+pub fn new_latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("constant bounds are valid")
+}
+
+/// Process CPU time (user + system, all threads) so far, in ns, from
+/// `getrusage(RUSAGE_SELF)` (man 2 getrusage). Resolution is the kernel's accounting
+/// granularity (about 1-4 ms on Linux).
+pub fn process_cpu_ns() -> u64 {
+    // SAFETY: `rusage` is plain old data; all-zero bytes are a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable `rusage`; RUSAGE_SELF is a valid `who`.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc != 0 {
+        return 0;
+    }
+    let tv_ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
+    tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime)
+}
+
+/// One measured (lock, workload, threads) point: what `run --json` prints and what
+/// `compare` writes for every point. The field names are the JSON keys.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// Lock name (`cna`, `parking_lot`, ...).
+    pub lock: String,
+    /// Workload name (`locktorture`, `kv`, `page-alloc`, `rwlock`).
+    pub workload: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// NUMA nodes the threads were spread over (real or virtual, see `virtual`).
+    pub nodes: usize,
+    /// Whether `nodes` are virtual nodes (a one-node machine; the benchmark assigned
+    /// threads to nodes, which tests the lock's ordering, not hardware latency).
+    #[serde(rename = "virtual")]
+    pub is_virtual: bool,
+    /// Whether threads were bound to their node's CPUs.
+    pub bound: bool,
+    /// Measured window, s (from the start barrier to the stop flag).
+    pub duration_s: f64,
+    /// Lock acquisitions per µs, all threads together.
+    pub throughput_ops_per_us: f64,
+    /// Share of all operations done by the busier half of the threads (0.5 = fair).
+    pub fairness_factor: f64,
+    /// Holder-node changes per 1000 acquisitions (for `rwlock`: write acquisitions only).
+    pub node_switches_per_1k: f64,
+    /// Acquire latency (lock call to lock held), ns, over the sampled acquisitions.
+    pub acquire_latency_ns: LatencySummary,
+    /// Process CPU time (getrusage) per operation, ns: shows what waiting burns.
+    pub cpu_ns_per_op: f64,
+    /// Operations completed inside the window, per thread, in thread order.
+    pub ops_per_thread: Vec<u64>,
+    /// The lock's own counters (`null` when the lock keeps none).
+    pub lock_stats: Option<LockStats>,
+    /// Every how many acquisitions one is timed for `acquire_latency_ns`.
+    pub latency_sample_every: u64,
+    /// Cost model: extra ns spun in a critical section that runs on another node than
+    /// the previous one (0 = off).
+    pub remote_penalty_ns: u64,
+    /// Online CPUs of the machine.
+    pub machine_cpus: usize,
+    /// Real NUMA nodes of the machine.
+    pub machine_nodes: usize,
+    /// The workload's parameters, human readable.
+    pub workload_params: String,
+}
+
+/// The CSV columns, in order (`ops_per_thread` is `;`-separated in one column,
+/// `lock_stats` is `name=value` pairs `;`-separated).
+pub const CSV_HEADER: [&str; 22] = [
+    "lock",
+    "workload",
+    "threads",
+    "nodes",
+    "virtual",
+    "bound",
+    "duration_s",
+    "throughput_ops_per_us",
+    "fairness_factor",
+    "node_switches_per_1k",
+    "latency_p50_ns",
+    "latency_p99_ns",
+    "latency_max_ns",
+    "cpu_ns_per_op",
+    "total_ops",
+    "ops_per_thread",
+    "lock_stats",
+    "latency_sample_every",
+    "remote_penalty_ns",
+    "machine_cpus",
+    "machine_nodes",
+    "workload_params",
+];
+
+impl Point {
+    /// Total operations of all threads.
+    pub fn total_ops(&self) -> u64 {
+        self.ops_per_thread.iter().sum()
+    }
+
+    /// The CSV fields, matching [`CSV_HEADER`] (quoted where needed).
+    pub fn csv_row(&self) -> Vec<String> {
+        let join = |v: Vec<String>| v.join(";");
+        vec![
+            self.lock.clone(),
+            self.workload.clone(),
+            self.threads.to_string(),
+            self.nodes.to_string(),
+            self.is_virtual.to_string(),
+            self.bound.to_string(),
+            format!("{:.3}", self.duration_s),
+            format!("{:.4}", self.throughput_ops_per_us),
+            format!("{:.4}", self.fairness_factor),
+            format!("{:.2}", self.node_switches_per_1k),
+            self.acquire_latency_ns.p50.to_string(),
+            self.acquire_latency_ns.p99.to_string(),
+            self.acquire_latency_ns.max.to_string(),
+            format!("{:.1}", self.cpu_ns_per_op),
+            self.total_ops().to_string(),
+            join(self.ops_per_thread.iter().map(u64::to_string).collect()),
+            join(
+                self.lock_stats
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect(),
+            ),
+            self.latency_sample_every.to_string(),
+            self.remote_penalty_ns.to_string(),
+            self.machine_cpus.to_string(),
+            self.machine_nodes.to_string(),
+            self.workload_params.clone(),
+        ]
+        .into_iter()
+        .map(|f| csv_quote(&f))
+        .collect()
+    }
+}
+
+/// Quotes a CSV field (RFC 4180) when it holds a comma, quote or line break.
+pub fn csv_quote(field: &str) -> String {
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_owned()
+    }
+}
+
+/// Writes points as CSV: header then one line per point.
+pub fn to_csv(points: &[Point]) -> String {
+    let mut out = CSV_HEADER.join(",");
+    out.push('\n');
+    for p in points {
+        out.push_str(&p.csv_row().join(","));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn fairness_of_equal_counts_is_half() {
+        assert_eq!(fairness_factor(&[5, 5, 5, 5]), 0.5);
+        assert_eq!(fairness_factor(&[7, 7, 7]), 0.5);
+        assert_eq!(fairness_factor(&[9]), 0.5);
+        assert_eq!(fairness_factor(&[0, 0]), 0.5);
+        assert_eq!(fairness_factor(&[]), 0.5);
+    }
+
+    #[test]
+    fn fairness_of_starved_half_is_one() {
+        assert_eq!(fairness_factor(&[0, 10, 0, 10]), 1.0);
+    }
+
+    #[test]
+    fn fairness_sorts_and_weights_the_middle_thread() {
+        // sorted 6,3,1: busier half = 6 + 3/2 = 7.5 of 10.
+        assert_eq!(fairness_factor(&[1, 6, 3]), 0.75);
+        // sorted 30,20,10,0: 50 of 60.
+        assert!((fairness_factor(&[10, 0, 30, 20]) - 50.0 / 60.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn node_tracker_counts_changes_only() {
+        let mut t = NodeTracker::default();
+        let moved: Vec<bool> = [0, 0, 1, 1, 0, 2].into_iter().map(|n| t.record(n)).collect();
+        assert_eq!(moved, [false, false, true, false, true, true]);
+        assert_eq!((t.acquisitions, t.switches), (6, 3));
+        assert_eq!(node_switches_per_1k(t.switches, t.acquisitions), 500.0);
+        assert_eq!(node_switches_per_1k(0, 0), 0.0);
+    }
+
+    #[test]
+    fn latency_summary_reads_quantiles() {
+        let mut h = new_latency_histogram();
+        assert_eq!(LatencySummary::from_histogram(&h), LatencySummary::default());
+        for v in 1..=1000 {
+            h.record(v).unwrap();
+        }
+        h.record(5_000_000).unwrap();
+        let s = LatencySummary::from_histogram(&h);
+        assert_eq!(s.p50, 501); // 501 of 1001 samples are <= 501
+        assert!((990..=1000).contains(&s.p99), "{s:?}");
+        assert!(h.equivalent(s.max, 5_000_000), "{s:?}");
+    }
+
+    #[test]
+    fn merged_histograms_summarise_all_threads() {
+        let mut a = new_latency_histogram();
+        let mut b = new_latency_histogram();
+        a.record(10).unwrap();
+        b.record(1_000).unwrap();
+        b.record(1_000).unwrap();
+        a.add(&b).unwrap();
+        assert_eq!(LatencySummary::from_histogram(&a).p50, 1_000);
+        assert_eq!(a.len(), 3);
+    }
+
+    #[test]
+    fn cpu_time_advances_with_work() {
+        let before = process_cpu_ns();
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(30) {
+            std::hint::spin_loop();
+        }
+        assert!(process_cpu_ns() > before);
+    }
+
+    pub(crate) fn sample_point() -> Point {
+        Point {
+            lock: "cna".into(),
+            workload: "kv".into(),
+            threads: 2,
+            nodes: 2,
+            is_virtual: true,
+            bound: false,
+            duration_s: 0.5,
+            throughput_ops_per_us: 1.25,
+            fairness_factor: 0.5,
+            node_switches_per_1k: 12.0,
+            acquire_latency_ns: LatencySummary {
+                p50: 40,
+                p99: 900,
+                max: 12_000,
+            },
+            cpu_ns_per_op: 800.0,
+            ops_per_thread: vec![3, 4],
+            lock_stats: Some([("acquisitions".to_owned(), 7)].into_iter().collect()),
+            latency_sample_every: 16,
+            remote_penalty_ns: 0,
+            machine_cpus: 2,
+            machine_nodes: 1,
+            workload_params: "keys=1000, zipf_s=0.99, get=90%".into(),
+        }
+    }
+
+    #[test]
+    fn json_has_the_issue_keys() {
+        let v = serde_json::to_value(sample_point()).unwrap();
+        for key in [
+            "lock",
+            "workload",
+            "threads",
+            "nodes",
+            "virtual",
+            "duration_s",
+            "throughput_ops_per_us",
+            "fairness_factor",
+            "node_switches_per_1k",
+            "acquire_latency_ns",
+            "cpu_ns_per_op",
+            "ops_per_thread",
+            "lock_stats",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        for q in ["p50", "p99", "max"] {
+            assert!(v["acquire_latency_ns"][q].is_u64(), "{q}");
+        }
+        assert_eq!(v["virtual"], true);
+        let back: Point = serde_json::from_value(v).unwrap();
+        assert_eq!(back, sample_point());
+    }
+
+    #[test]
+    fn csv_rows_match_the_header() {
+        let csv = to_csv(&[sample_point()]);
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(header, CSV_HEADER);
+        let row = sample_point().csv_row();
+        assert_eq!(row.len(), CSV_HEADER.len());
+        let col = |name: &str| &row[CSV_HEADER.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(col("lock"), "cna");
+        assert_eq!(col("total_ops"), "7");
+        assert_eq!(col("ops_per_thread"), "3;4");
+        assert_eq!(col("lock_stats"), "acquisitions=7");
+        assert_eq!(col("workload_params"), "\"keys=1000, zipf_s=0.99, get=90%\"");
+        assert_eq!(col("latency_p99_ns"), "900");
+    }
+
+    #[test]
+    fn csv_quote_escapes() {
+        assert_eq!(csv_quote("plain"), "plain");
+        assert_eq!(csv_quote("a,b"), "\"a,b\"");
+        assert_eq!(csv_quote("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+}

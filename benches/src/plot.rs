@@ -1,0 +1,122 @@
+//! SVG plots: a metric against thread count, one line per lock (plotters).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::BenchError;
+use crate::metrics::Point;
+
+/// Draws `metric(point)` against threads for every lock among `points` of `workload`
+/// into the SVG file `path`. The x axis is logarithmic (thread counts double).
+///
+/// # Errors
+/// [`BenchError::Plot`] when plotters fails (typically the file cannot be written).
+pub fn plot_metric(
+    path: &Path,
+    points: &[Point],
+    workload: &str,
+    title: &str,
+    y_desc: &str,
+    metric: impl Fn(&Point) -> f64,
+) -> Result<(), BenchError> {
+    let err = |e: String| BenchError::Plot {
+        path: path.display().to_string(),
+        reason: e,
+    };
+    let mut series: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for p in points.iter().filter(|p| p.workload == workload) {
+        series
+            .entry(p.lock.as_str())
+            .or_default()
+            .push((p.threads as f64, metric(p)));
+    }
+    for s in series.values_mut() {
+        s.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let xmax = series
+        .values()
+        .flatten()
+        .map(|p| p.0)
+        .fold(2.0_f64, f64::max);
+    let ymax = series
+        .values()
+        .flatten()
+        .map(|p| p.1)
+        .fold(0.0_f64, f64::max);
+    let ymax = if ymax > 0.0 { ymax * 1.15 } else { 1.0 };
+
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d((1.0_f64..xmax * 1.2).log_scale(), 0.0..ymax)
+        .map_err(|e| err(e.to_string()))?;
+    chart
+        .configure_mesh()
+        .x_desc("threads (log scale)")
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .draw()
+        .map_err(|e| err(e.to_string()))?;
+    for (i, (lock, pts)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .map_err(|e| err(e.to_string()))?
+            .label(*lock)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+            .map_err(|e| err(e.to_string()))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(e.to_string()))?;
+    root.present().map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::tests::sample_point;
+
+    #[test]
+    fn writes_an_svg_with_one_line_per_lock() {
+        let dir = std::env::temp_dir().join(format!("numa-bench-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.svg");
+        let mut pts = Vec::new();
+        for (lock, t, v) in [("cna", 1, 1.0), ("cna", 4, 2.0), ("std", 1, 0.5), ("std", 4, 0.7)] {
+            let mut p = sample_point();
+            p.lock = lock.into();
+            p.threads = t;
+            p.throughput_ops_per_us = v;
+            pts.push(p);
+        }
+        plot_metric(&path, &pts, "kv", "kv throughput", "ops/us", |p| {
+            p.throughput_ops_per_us
+        })
+        .unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..50.min(svg.len())]);
+        assert!(svg.contains(">\ncna\n<") && svg.contains(">\nstd\n<"));
+        // 2 series lines + 2 legend marks are drawn 2 px wide (axes and ticks 1 px).
+        let wide = svg
+            .lines()
+            .filter(|l| l.starts_with("<polyline") && l.contains("stroke-width=\"2\""))
+            .count();
+        assert_eq!(wide, 4);
+        assert_eq!(svg.matches("<circle").count(), 4);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
