@@ -1,1 +1,128 @@
-fn main() {}
+//! criterion benches of every lock: uncontended lock+unlock, contended short
+//! critical sections (2 threads and 4x CPUs threads), and rwlocks read-only and
+//! 95% read with 1 and 2 threads.
+//!
+//! Contended benches spread their threads over 2 virtual nodes
+//! (`numa_topology::set_current_thread_node`), so the NUMA-aware locks take their
+//! NUMA paths on a one-node machine too; the reported time is wall time per
+//! operation of all threads together (thread start-up excluded, join included).
+//! Measurement times are short (0.3 s warm-up, 1 s measurement, 10 samples) so the
+//! whole `cargo bench` stays within a few minutes on 2 cores.
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+
+use numa_bench::locks::{
+    BenchMutex, BenchRwLock, MutexKind, ParkingLot, ParkingLotRw, RwLockKind, Spin, Std, StdRw,
+    Ticket,
+};
+use numa_bench::ours::{Cna, Cst, CstRw, Queued};
+
+/// The protected data: two cache lines, like `locktorture`'s default.
+#[repr(align(64))]
+#[derive(Default)]
+struct Data([u64; 16]);
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn short_cs(d: &mut Data) {
+    d.0[0] = d.0[0].wrapping_add(1);
+    d.0[8] = d.0[8].wrapping_add(1);
+}
+
+/// Runs `threads` threads doing `iters / threads` operations each (rounded up);
+/// returns the wall time from the start barrier to the last join.
+fn timed_threads(threads: usize, iters: u64, op: impl Fn(usize, u64) + Sync) -> Duration {
+    let per = iters.div_ceil(threads as u64);
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, op) = (&barrier, &op);
+                s.spawn(move || {
+                    numa_topology::set_current_thread_node(Some(t % 2));
+                    barrier.wait();
+                    for i in 0..per {
+                        op(t, i);
+                    }
+                })
+            })
+            .collect();
+        barrier.wait();
+        let t0 = Instant::now();
+        for h in hs {
+            h.join().expect("bench thread panicked");
+        }
+        t0.elapsed()
+    })
+}
+
+fn mutex_benches<K: MutexKind>(c: &mut Criterion, name: &str) {
+    let mut g = c.benchmark_group("uncontended");
+    g.bench_function(name, |b| {
+        let m = <K::Mutex<Data>>::new(Data::default());
+        b.iter(|| m.with(short_cs));
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("contended");
+    for threads in [2, 4 * cpus()] {
+        g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
+            b.iter_custom(|iters| {
+                let m = <K::Mutex<Data>>::new(Data::default());
+                timed_threads(threads, iters, |_, _| m.with(short_cs))
+            });
+        });
+    }
+    g.finish();
+}
+
+fn rwlock_benches<K: RwLockKind>(c: &mut Criterion, name: &str) {
+    let mut g = c.benchmark_group("rwlock");
+    for (mix, write_every) in [("read-only", u64::MAX), ("read95", 20)] {
+        for threads in [1, 2] {
+            let id = BenchmarkId::new(format!("{name}/{mix}"), threads);
+            g.bench_with_input(id, &threads, |b, &threads| {
+                b.iter_custom(|iters| {
+                    let l = <K::RwLock<Data>>::new(Data::default());
+                    timed_threads(threads, iters, |_, i| {
+                        if i % write_every == write_every - 1 {
+                            l.write(short_cs);
+                        } else {
+                            black_box(l.read(|d| d.0[0] ^ d.0[8]));
+                        }
+                    })
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
+fn all(c: &mut Criterion) {
+    mutex_benches::<Cna>(c, "cna");
+    mutex_benches::<Queued>(c, "queued");
+    mutex_benches::<Cst>(c, "cst");
+    mutex_benches::<ParkingLot>(c, "parking_lot");
+    mutex_benches::<Std>(c, "std");
+    mutex_benches::<Spin>(c, "spin");
+    mutex_benches::<Ticket>(c, "ticket");
+    rwlock_benches::<CstRw>(c, "cst-rw");
+    rwlock_benches::<ParkingLotRw>(c, "parking_lot-rw");
+    rwlock_benches::<StdRw>(c, "std-rw");
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1))
+        .sample_size(10);
+    targets = all
+}
+criterion_main!(benches);

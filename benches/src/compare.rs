@@ -228,11 +228,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
 
 /// The table as printed: the conditions header, then the rows.
 pub fn render(result: &CompareResult) -> String {
-    format!(
-        "{}{}",
-        result.conditions.header(),
-        table(&result.points)
-    )
+    format!("{}{}", result.conditions.header(), table(&result.points))
 }
 
 fn write_outputs(r: &CompareResult, workloads: &[WorkloadName]) -> Result<(), BenchError> {
@@ -261,7 +257,10 @@ fn write_outputs(r: &CompareResult, workloads: &[WorkloadName]) -> Result<(), Be
             &r.out_dir.join(format!("{w}_fairness.svg")),
             &r.points,
             w.as_str(),
-            &format!("{w}: fairness factor, 0.5 = fair ({}{label})", r.conditions.machine),
+            &format!(
+                "{w}: fairness factor, 0.5 = fair ({}{label})",
+                r.conditions.machine
+            ),
             "share of ops by busier half",
             |p| p.fairness_factor,
         )?;
@@ -295,9 +294,15 @@ mod tests {
     fn timestamps_are_utc_civil_dates() {
         assert_eq!(utc_timestamp(Duration::ZERO), "19700101T000000Z");
         // 2026-11-22 07:54:05 UTC
-        assert_eq!(utc_timestamp(Duration::from_secs(1_795_334_045)), "20261122T075405Z");
+        assert_eq!(
+            utc_timestamp(Duration::from_secs(1_795_334_045)),
+            "20261122T075405Z"
+        );
         // 2000-02-29 (leap day) 23:59:59
-        assert_eq!(utc_timestamp(Duration::from_secs(951_868_799)), "20000229T235959Z");
+        assert_eq!(
+            utc_timestamp(Duration::from_secs(951_868_799)),
+            "20000229T235959Z"
+        );
     }
 
     #[test]
@@ -360,7 +365,10 @@ mod tests {
         opts.threads.clear();
         assert!(matches!(
             run_compare(&opts),
-            Err(BenchError::InvalidArg { what: "--threads", .. })
+            Err(BenchError::InvalidArg {
+                what: "--threads",
+                ..
+            })
         ));
     }
 }

@@ -55,7 +55,10 @@ pub fn spin_for(d: Duration) -> u64 {
 pub fn spin_iters(n: u64) -> u64 {
     let mut x = black_box(n);
     for _ in 0..n {
-        x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
+        x = black_box(
+            x.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        );
     }
     x
 }
@@ -160,8 +163,20 @@ mod tests {
         assert_eq!("250ns".parse(), Ok(Delay::Nanos(250)));
         assert_eq!("2us".parse(), Ok(Delay::Nanos(2000)));
         assert_eq!("64it".parse(), Ok(Delay::Iters(64)));
-        for bad in ["", "12", "ns", "-5ns", "1.5us", "3ms", "99999999999999999999it"] {
-            assert_eq!(bad.parse::<Delay>(), Err(DelayParseError(bad.into())), "{bad}");
+        for bad in [
+            "",
+            "12",
+            "ns",
+            "-5ns",
+            "1.5us",
+            "3ms",
+            "99999999999999999999it",
+        ] {
+            assert_eq!(
+                bad.parse::<Delay>(),
+                Err(DelayParseError(bad.into())),
+                "{bad}"
+            );
         }
     }
 

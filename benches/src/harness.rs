@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::BenchError;
 use crate::delay::spin_for;
 use crate::locks::{
     BenchMutex, BenchRwLock, LockName, LockStats, MutexKind, MutexVisitor, RwLockKind,
@@ -49,7 +50,6 @@ use crate::workloads::locktorture::Locktorture;
 use crate::workloads::page_alloc::PageAlloc;
 use crate::workloads::rwlock::RwKv;
 use crate::workloads::{Access, MutexWorkload, RwWorkload, WorkloadName};
-use crate::BenchError;
 
 /// A workload with its parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -414,7 +414,11 @@ mod tests {
         );
         let p = run_point(&c).unwrap();
         assert_eq!(p.ops_per_thread.len(), 3);
-        assert!(p.ops_per_thread.iter().all(|&o| o > 0), "{:?}", p.ops_per_thread);
+        assert!(
+            p.ops_per_thread.iter().all(|&o| o > 0),
+            "{:?}",
+            p.ops_per_thread
+        );
         assert!(p.throughput_ops_per_us > 0.0);
         assert!((0.5..=1.0).contains(&p.fairness_factor));
         // 3 threads over 2 virtual nodes: the holder's node must change sometimes.
@@ -428,8 +432,12 @@ mod tests {
     #[test]
     fn one_thread_never_switches_nodes() {
         let _g = POINT_LOCK.lock().unwrap();
-        let p = run_point(&cfg(LockName::Std, WorkloadSpec::default_for(WorkloadName::Kv), 1))
-            .unwrap();
+        let p = run_point(&cfg(
+            LockName::Std,
+            WorkloadSpec::default_for(WorkloadName::Kv),
+            1,
+        ))
+        .unwrap();
         assert_eq!(p.node_switches_per_1k, 0.0);
         assert_eq!(p.fairness_factor, 0.5);
     }
@@ -477,7 +485,13 @@ mod tests {
             0,
         ))
         .unwrap_err();
-        assert!(matches!(e, BenchError::InvalidArg { what: "--threads", .. }));
+        assert!(matches!(
+            e,
+            BenchError::InvalidArg {
+                what: "--threads",
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -493,7 +507,10 @@ mod tests {
         c.remote_penalty_ns = 20_000;
         let p = run_point(&c).unwrap();
         let switches = p.node_switches_per_1k * p.total_ops() as f64 / 1000.0;
-        assert!(switches * 20e-6 <= p.duration_s + 0.05, "{switches} switches");
+        assert!(
+            switches * 20e-6 <= p.duration_s + 0.05,
+            "{switches} switches"
+        );
         assert_eq!(p.remote_penalty_ns, 20_000);
     }
 }

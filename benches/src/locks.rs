@@ -102,7 +102,9 @@ impl<T: Send> BenchMutex<T> for std::sync::Mutex<T> {
     #[inline]
     fn with<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
         // A panic in a benchmark thread aborts the run anyway; ignore poisoning.
-        f(&mut self.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+        f(&mut self
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 }
 
@@ -112,11 +114,15 @@ impl<T: Send + Sync> BenchRwLock<T> for std::sync::RwLock<T> {
     }
     #[inline]
     fn read<X>(&self, f: impl FnOnce(&T) -> X) -> X {
-        f(&self.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+        f(&self
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
     }
     #[inline]
     fn write<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
-        f(&mut self.write().unwrap_or_else(std::sync::PoisonError::into_inner))
+        f(&mut self
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 }
 
@@ -246,7 +252,10 @@ impl LockName {
 
     /// Whether this is a reader-writer lock (usable only by the `rwlock` workload).
     pub const fn is_rwlock(self) -> bool {
-        matches!(self, LockName::CstRw | LockName::ParkingLotRw | LockName::StdRw)
+        matches!(
+            self,
+            LockName::CstRw | LockName::ParkingLotRw | LockName::StdRw
+        )
     }
 }
 
@@ -336,7 +345,11 @@ mod tests {
     #[test]
     fn every_mutex_protects_its_data() {
         for l in LockName::ALL {
-            assert_eq!(dispatch_mutex(l, Count), (!l.is_rwlock()).then_some(10), "{l}");
+            assert_eq!(
+                dispatch_mutex(l, Count),
+                (!l.is_rwlock()).then_some(10),
+                "{l}"
+            );
         }
     }
 }

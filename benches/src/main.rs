@@ -252,7 +252,10 @@ fn compare(args: &CompareArgs) -> Result<(), Box<dyn Error>> {
             .workloads
             .clone()
             .unwrap_or_else(|| DEFAULT_WORKLOADS.to_vec()),
-        threads: args.threads.clone().unwrap_or_else(|| default_threads(cpus)),
+        threads: args
+            .threads
+            .clone()
+            .unwrap_or_else(|| default_threads(cpus)),
         duration: args.duration,
         quick: args.quick,
         out: args.out.clone(),

@@ -281,7 +281,10 @@ pub(crate) mod tests {
     #[test]
     fn node_tracker_counts_changes_only() {
         let mut t = NodeTracker::default();
-        let moved: Vec<bool> = [0, 0, 1, 1, 0, 2].into_iter().map(|n| t.record(n)).collect();
+        let moved: Vec<bool> = [0, 0, 1, 1, 0, 2]
+            .into_iter()
+            .map(|n| t.record(n))
+            .collect();
         assert_eq!(moved, [false, false, true, false, true, true]);
         assert_eq!((t.acquisitions, t.switches), (6, 3));
         assert_eq!(node_switches_per_1k(t.switches, t.acquisitions), 500.0);
@@ -291,7 +294,10 @@ pub(crate) mod tests {
     #[test]
     fn latency_summary_reads_quantiles() {
         let mut h = new_latency_histogram();
-        assert_eq!(LatencySummary::from_histogram(&h), LatencySummary::default());
+        assert_eq!(
+            LatencySummary::from_histogram(&h),
+            LatencySummary::default()
+        );
         for v in 1..=1000 {
             h.record(v).unwrap();
         }
@@ -393,7 +399,10 @@ pub(crate) mod tests {
         assert_eq!(col("total_ops"), "7");
         assert_eq!(col("ops_per_thread"), "3;4");
         assert_eq!(col("lock_stats"), "acquisitions=7");
-        assert_eq!(col("workload_params"), "\"keys=1000, zipf_s=0.99, get=90%\"");
+        assert_eq!(
+            col("workload_params"),
+            "\"keys=1000, zipf_s=0.99, get=90%\""
+        );
         assert_eq!(col("latency_p99_ns"), "900");
     }
 

@@ -69,7 +69,9 @@ pub fn plot_metric(
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
             .map_err(|e| err(e.to_string()))?
             .label(*lock)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         chart
             .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
             .map_err(|e| err(e.to_string()))?;
@@ -96,7 +98,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.svg");
         let mut pts = Vec::new();
-        for (lock, t, v) in [("cna", 1, 1.0), ("cna", 4, 2.0), ("std", 1, 0.5), ("std", 4, 0.7)] {
+        for (lock, t, v) in [
+            ("cna", 1, 1.0),
+            ("cna", 4, 2.0),
+            ("std", 1, 0.5),
+            ("std", 4, 0.7),
+        ] {
             let mut p = sample_point();
             p.lock = lock.into();
             p.threads = t;

@@ -146,7 +146,10 @@ mod tests {
             duration_s: 1.0,
         };
         let h = c.header();
-        assert!(h.contains("VIRTUAL") && h.contains("cost model: off"), "{h}");
+        assert!(
+            h.contains("VIRTUAL") && h.contains("cost model: off"),
+            "{h}"
+        );
         c.remote_penalty_ns = 300;
         c.is_virtual = false;
         c.nodes = 1;

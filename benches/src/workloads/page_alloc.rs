@@ -101,7 +101,9 @@ impl MutexWorkload for PageAlloc {
 
     fn shared(&self, threads: usize) -> Zone {
         Zone {
-            free: (0..self.zone_pages(threads)).map(|_| Page::new_box()).collect(),
+            free: (0..self.zone_pages(threads))
+                .map(|_| Page::new_box())
+                .collect(),
             allocated: 0,
         }
     }
@@ -147,7 +149,9 @@ impl MutexWorkload for PageAlloc {
         match req {
             ZoneOp::Refill => {
                 for _ in 0..self.batch {
-                    let Some(mut page) = zone.free.pop() else { break };
+                    let Some(mut page) = zone.free.pop() else {
+                        break;
+                    };
                     page.flags &= !PG_FREE;
                     zone.allocated += 1;
                     l.cache.push(page);
@@ -200,7 +204,12 @@ mod tests {
         }
         assert!(refills > 0 && drains > 0, "{refills} {drains}");
         assert!(zone.free.iter().all(|p| p.flags & PG_FREE != 0));
-        assert!(a.in_use.iter().chain(&a.cache).all(|p| p.flags & PG_FREE == 0));
+        assert!(
+            a.in_use
+                .iter()
+                .chain(&a.cache)
+                .all(|p| p.flags & PG_FREE == 0)
+        );
         assert_eq!(std::mem::size_of::<Page>(), PAGE_SIZE);
     }
 }
