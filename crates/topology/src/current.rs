@@ -50,8 +50,9 @@ impl NodeMap {
                 table[pu] = node as u32;
             }
         }
-        let cpu_source = pick_cpu_source();
-        let node_from_tsc_aux = machine && tsc_aux_node_matches(&topology, &table);
+        let cpu_source = pick_cpu_source(&topology);
+        let node_from_tsc_aux =
+            machine && cpu_source == CpuSource::Rdpid && tsc_aux_node_matches(&table);
         NodeMap {
             topology,
             cpu_source,
@@ -80,44 +81,55 @@ impl NodeMap {
     }
 }
 
-/// The preferred available CPU source. Order chosen by measurement
-/// (`cargo bench -p numa-bench --bench current_node`): RDPID, then
-/// `sched_getcpu`, then RDTSCP.
-fn pick_cpu_source() -> CpuSource {
-    CpuSource::available()
-        .first()
-        .copied()
-        .unwrap_or(CpuSource::Unsupported)
+/// The CPU source for a topology. Order chosen by measurement (see
+/// [`CpuSource`]): RDPID, then `sched_getcpu`, then RDTSCP. The two
+/// `TSC_AUX` readers are used only when `TSC_AUX` holds Linux's
+/// `(node << 12) | cpu` (see [`tsc_aux_sample`]) and every PU fits in its 12
+/// CPU bits.
+fn pick_cpu_source(topology: &Topology) -> CpuSource {
+    let aux_ok = topology.pus().last().is_none_or(|&c| c < 4096) && tsc_aux_is_linux();
+    if aux_ok && CpuSource::Rdpid.is_available() {
+        CpuSource::Rdpid
+    } else if CpuSource::SchedGetcpu.is_available() {
+        CpuSource::SchedGetcpu
+    } else if aux_ok && CpuSource::Rdtscp.is_available() {
+        CpuSource::Rdtscp
+    } else {
+        CpuSource::Unsupported
+    }
 }
 
-/// Whether `TSC_AUX` holds `(node << 12) | cpu` as Linux sets it: the CPU
-/// part must agree with `sched_getcpu` and the node part with the topology.
-/// A hypervisor or kernel that puts something else there fails this check
-/// and the table is used instead. Retries to tolerate migrations between
-/// the two reads.
-fn tsc_aux_node_matches(topology: &Topology, table: &[u32]) -> bool {
-    if !CpuSource::Rdpid.is_available() || !CpuSource::SchedGetcpu.is_available() {
-        return false;
-    }
-    if topology.pus().last().is_some_and(|&c| c >= 4096) {
-        return false; // 12 CPU bits cannot name every CPU.
-    }
+/// One `(cpu, TSC_AUX)` pair read without a migration in between: the CPU
+/// from `sched_getcpu`, `TSC_AUX` with RDPID (or RDTSCP). `None` if either
+/// is unavailable or the thread kept migrating (100 tries).
+fn tsc_aux_sample() -> Option<(usize, u32)> {
+    let reader = [CpuSource::Rdpid, CpuSource::Rdtscp]
+        .into_iter()
+        .find(|s| s.is_available())?;
     for _ in 0..100 {
-        let (Some(before), Some(aux), Some(after)) = (
-            CpuSource::SchedGetcpu.read_cpu(),
-            CpuSource::Rdpid.read_tsc_aux(),
-            CpuSource::SchedGetcpu.read_cpu(),
-        ) else {
-            return false;
-        };
-        if before != after {
-            continue; // migrated in between
+        let before = CpuSource::SchedGetcpu.read_cpu()?;
+        let aux = reader.read_tsc_aux()?;
+        if CpuSource::SchedGetcpu.read_cpu()? == before {
+            return Some((before, aux));
         }
-        let aux_cpu = (aux & 0xfff) as usize;
-        let aux_node = aux >> 12;
-        return aux_cpu == before && table.get(before) == Some(&aux_node);
     }
-    false
+    None
+}
+
+/// Whether the low 12 bits of `TSC_AUX` are the CPU number, as Linux sets
+/// them (`setup_getcpu()`). A hypervisor or OS that puts something else
+/// there fails this, and `sched_getcpu` is used instead. Checked once.
+fn tsc_aux_is_linux() -> bool {
+    static CHECK: OnceLock<bool> = OnceLock::new();
+    *CHECK.get_or_init(|| tsc_aux_sample().is_some_and(|(cpu, aux)| (aux & 0xfff) as usize == cpu))
+}
+
+/// Whether `TSC_AUX >> 12` is the node of the current CPU in `table` (the
+/// real topology), so RDPID alone gives the node.
+fn tsc_aux_node_matches(table: &[u32]) -> bool {
+    CpuSource::Rdpid.is_available()
+        && tsc_aux_is_linux()
+        && tsc_aux_sample().is_some_and(|(cpu, aux)| table.get(cpu) == Some(&(aux >> 12)))
 }
 
 fn machine() -> &'static (Topology, Option<String>) {
@@ -306,6 +318,47 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn single_node_map_answers_node_zero() {
+        let map = NodeMap::new(Topology::single_node(vec![0, 1]), false);
+        assert!(!map.node_from_tsc_aux);
+        for _ in 0..100 {
+            assert_eq!(map.node(), 0);
+        }
+    }
+
+    #[test]
+    fn table_maps_cpus_and_defaults_to_lowest_node() {
+        let layout: VirtualLayout = ";;0".parse().unwrap();
+        // Virtual node 2 holds CPU 0; nodes 0 and 1 are CPU-less.
+        let t = Topology::from_virtual(&layout, &[0]).unwrap();
+        let map = NodeMap::new(t, false);
+        assert_eq!(&*map.table, &[2]);
+        assert_eq!(map.default_node, 0);
+        if tsc_aux_is_linux() || CpuSource::SchedGetcpu.is_available() {
+            // CPU 0 maps to 2, any other CPU falls back to 0.
+            for _ in 0..100 {
+                let cpu = map.cpu();
+                let node = map.node();
+                if map.cpu() == cpu {
+                    assert_eq!(node, if cpu == 0 { 2 } else { 0 }, "CPU {cpu}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tsc_aux_cpu_bits_agree_with_sched_getcpu_when_used() {
+        let map = NodeMap::new(machine_topology().clone(), true);
+        if map.cpu_source == CpuSource::Rdpid {
+            let (cpu, aux) = tsc_aux_sample().expect("a sample");
+            assert_eq!((aux & 0xfff) as usize, cpu);
+        }
+        if map.node_from_tsc_aux {
+            assert_eq!(map.cpu_source, CpuSource::Rdpid);
+        }
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //!
 //! NUMA-aware locks (`numa-spin`, `cst-mutex`) call [`current_node`] on
 //! every slow path to keep a contended lock on one node for a while. This
-//! crate answers that in under 5 ns (3.6 ns median measured with RDPID), and describes the machine as a
-//! [`Topology`]: packages, NUMA nodes (CPU-less memory nodes such as GPU
-//! memory or HBM included), cores, PUs (logical CPUs), the node of each PU
-//! and the NUMA distance matrix.
+//! crate answers that in under 5 ns (3.6 ns median measured with RDPID),
+//! and describes the machine as a [`Topology`]: packages, NUMA nodes
+//! (CPU-less memory nodes such as GPU memory or HBM included), cores, PUs
+//! (logical CPUs), the node of each PU and the NUMA distance matrix.
 //!
 //! Use it to size per-node data and to learn where a thread runs. Do not use
 //! it for correctness: a thread can migrate right after [`current_node`]

@@ -276,35 +276,22 @@ impl Topology {
     }
 
     /// The one-node topology used when the machine cannot be read: one
-    /// package, one node 0 holding `pus` (or PU 0 if empty).
-    pub fn single_node(pus: Vec<usize>) -> Self {
-        let pus = if pus.is_empty() { vec![0] } else { pus };
-        let n = pus.len();
-        Topology::from_parts(
-            TopologySource::SingleNodeFallback,
-            1,
-            n,
-            pus.clone(),
-            vec![NumaNode::new(0, pus, None)],
-            None,
-        )
-        .unwrap_or_else(|_| unreachable_single_node())
-    }
-}
-
-#[cold]
-fn unreachable_single_node() -> Topology {
-    // `single_node` passes one node and no distances, so `from_parts` only
-    // fails on a duplicate PU; callers pass deduplicated lists. Build the
-    // minimal value by hand rather than panic.
-    Topology {
-        source: TopologySource::SingleNodeFallback,
-        packages: 1,
-        cores: 1,
-        pus: vec![0],
-        pu_nodes: vec![Some(0)],
-        nodes: vec![NumaNode::new(0, vec![0], None)],
-        distances: None,
+    /// package, one core per PU, one node 0 holding `pus` (PU 0 if empty).
+    pub fn single_node(mut pus: Vec<usize>) -> Self {
+        pus.sort_unstable();
+        pus.dedup();
+        if pus.is_empty() {
+            pus.push(0);
+        }
+        Topology {
+            source: TopologySource::SingleNodeFallback,
+            packages: 1,
+            cores: pus.len(),
+            pu_nodes: vec![Some(0); pus.len()],
+            nodes: vec![NumaNode::new(0, pus.clone(), None)],
+            pus,
+            distances: None,
+        }
     }
 }
 
@@ -366,6 +353,16 @@ mod tests {
         assert_eq!(topo.node_pus(1), Some(&[2, 3][..]));
         assert_eq!(topo.numa_nodes_with_empty_cpuset(), 1);
         assert_eq!(topo.node_index_bound(), 5);
+    }
+
+    #[test]
+    fn single_node_fallback_maps_everything_to_node_zero() {
+        let t = Topology::single_node(vec![3, 1, 3]);
+        assert_eq!(t.pus(), &[1, 3]);
+        assert_eq!(t.pu_to_node(3), Some(0));
+        assert_eq!(t.numa_node_os_indexes(), vec![0]);
+        assert_eq!(t.cpuless_numa_nodes(), 0);
+        assert_eq!(Topology::single_node(vec![]).pus(), &[0]);
     }
 
     #[test]

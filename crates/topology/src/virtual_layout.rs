@@ -1,7 +1,7 @@
 //! Virtual NUMA layouts and the `NUMA_TOPOLOGY` grammar.
 
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
-use crate::error::{LayoutError, LayoutErrorReason, TopologyError};
+use crate::error::{CpuListError, LayoutError, LayoutErrorReason, TopologyError};
 use crate::topology::{NumaNode, Topology, TopologySource};
 use crate::{MAX_CPUS, MAX_NODES};
 use std::fmt;
@@ -97,51 +97,16 @@ impl VirtualLayout {
                 reason,
             })
         };
-        let n = cpus_per_node.len();
-        if n == 0 {
+        if cpus_per_node.is_empty() {
             return fail(LayoutErrorReason::Empty);
         }
-        if n > MAX_NODES {
-            return fail(LayoutErrorReason::NodeCountOutOfRange { nodes: n });
-        }
-        let mut owner: Vec<Option<usize>> = Vec::new();
-        let mut nodes = Vec::with_capacity(n);
-        for (node, cpus) in cpus_per_node.iter().enumerate() {
-            let mut sorted = cpus.clone();
-            sorted.sort_unstable();
-            for (i, &cpu) in sorted.iter().enumerate() {
-                if cpu >= MAX_CPUS {
-                    return fail(LayoutErrorReason::CpuList {
-                        node,
-                        source: crate::CpuListError::CpuTooLarge { cpu },
-                    });
-                }
-                if i > 0 && sorted[i - 1] == cpu {
-                    return fail(LayoutErrorReason::CpuList {
-                        node,
-                        source: crate::CpuListError::Duplicate { cpu },
-                    });
-                }
-                if owner.len() <= cpu {
-                    owner.resize(cpu + 1, None);
-                }
-                if let Some(first) = owner[cpu] {
-                    return fail(LayoutErrorReason::CpuInTwoNodes {
-                        cpu,
-                        first,
-                        second: node,
-                    });
-                }
-                owner[cpu] = Some(node);
+        let mut checker = Checker::default();
+        for cpus in &cpus_per_node {
+            if let Err(reason) = checker.add(cpus.clone()) {
+                return fail(reason);
             }
-            nodes.push(sorted);
         }
-        if nodes.iter().all(Vec::is_empty) {
-            return fail(LayoutErrorReason::NoCpus);
-        }
-        Ok(VirtualLayout {
-            kind: Kind::Explicit(nodes),
-        })
+        checker.finish().or_else(fail)
     }
 
     /// Reads `NUMA_TOPOLOGY`. `Ok(None)` when it is unset or empty.
@@ -189,6 +154,64 @@ impl VirtualLayout {
                 out
             }
         }
+    }
+}
+
+/// Validates node CPU lists one at a time, so a long malformed
+/// specification fails at the first conflict without building every list.
+#[derive(Default)]
+struct Checker {
+    /// Node owning each CPU so far.
+    owner: Vec<Option<usize>>,
+    nodes: Vec<Vec<usize>>,
+}
+
+impl Checker {
+    fn add(&mut self, mut cpus: Vec<usize>) -> Result<(), LayoutErrorReason> {
+        let node = self.nodes.len();
+        if node >= MAX_NODES {
+            return Err(LayoutErrorReason::NodeCountOutOfRange { nodes: node + 1 });
+        }
+        cpus.sort_unstable();
+        for (i, &cpu) in cpus.iter().enumerate() {
+            if cpu >= MAX_CPUS {
+                return Err(LayoutErrorReason::CpuList {
+                    node,
+                    source: CpuListError::CpuTooLarge { cpu },
+                });
+            }
+            if i > 0 && cpus[i - 1] == cpu {
+                return Err(LayoutErrorReason::CpuList {
+                    node,
+                    source: CpuListError::Duplicate { cpu },
+                });
+            }
+            if self.owner.len() <= cpu {
+                self.owner.resize(cpu + 1, None);
+            }
+            if let Some(first) = self.owner[cpu] {
+                return Err(LayoutErrorReason::CpuInTwoNodes {
+                    cpu,
+                    first,
+                    second: node,
+                });
+            }
+            self.owner[cpu] = Some(node);
+        }
+        self.nodes.push(cpus);
+        Ok(())
+    }
+
+    fn finish(self) -> Result<VirtualLayout, LayoutErrorReason> {
+        if self.nodes.is_empty() {
+            return Err(LayoutErrorReason::Empty);
+        }
+        if self.nodes.iter().all(Vec::is_empty) {
+            return Err(LayoutErrorReason::NoCpus);
+        }
+        Ok(VirtualLayout {
+            kind: Kind::Explicit(self.nodes),
+        })
     }
 }
 
@@ -255,23 +278,21 @@ impl FromStr for VirtualLayout {
             };
             return VirtualLayout::spread(nodes).or_else(|e| fail(e.reason));
         }
-        let mut lists = Vec::new();
+        let mut checker = Checker::default();
         for (node, text) in spec.split(';').enumerate() {
-            if node >= MAX_NODES {
-                return fail(LayoutErrorReason::NodeCountOutOfRange {
-                    nodes: spec.split(';').count(),
-                });
-            }
-            if text.is_empty() {
-                lists.push(Vec::new());
-                continue;
-            }
-            match parse_cpu_list(text) {
-                Ok(cpus) => lists.push(cpus),
-                Err(source) => return fail(LayoutErrorReason::CpuList { node, source }),
+            let cpus = if text.is_empty() {
+                Vec::new()
+            } else {
+                match parse_cpu_list(text) {
+                    Ok(cpus) => cpus,
+                    Err(source) => return fail(LayoutErrorReason::CpuList { node, source }),
+                }
+            };
+            if let Err(reason) = checker.add(cpus) {
+                return fail(reason);
             }
         }
-        VirtualLayout::explicit(lists).or_else(|e| fail(e.reason))
+        checker.finish().or_else(fail)
     }
 }
 
@@ -295,7 +316,6 @@ impl fmt::Display for VirtualLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CpuListError;
 
     fn reason(s: &str) -> LayoutErrorReason {
         let e = s.parse::<VirtualLayout>().unwrap_err();
@@ -394,6 +414,22 @@ mod tests {
             reason(&";".repeat(MAX_NODES)),
             LayoutErrorReason::NodeCountOutOfRange { nodes } if nodes == MAX_NODES + 1
         ));
+        // A conflict fails at once, before the following lists are parsed.
+        let long = format!("0-8191;0-8191{}", ";0-8191".repeat(500));
+        assert_eq!(
+            reason(&long),
+            LayoutErrorReason::CpuInTwoNodes {
+                cpu: 0,
+                first: 0,
+                second: 1
+            }
+        );
+        // The largest layout: MAX_NODES nodes.
+        let max = format!("0{}", ";".repeat(MAX_NODES - 1));
+        assert_eq!(
+            max.parse::<VirtualLayout>().unwrap().node_count(),
+            MAX_NODES
+        );
     }
 
     #[test]
