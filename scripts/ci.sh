@@ -41,5 +41,13 @@ RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom 
 step "cargo bench --no-run"
 cargo bench --workspace --no-run
 
+step "numa-bench compare --quick (smoke test, ~15 s of measuring)"
+rm -rf target/compare-smoke
+cargo run --release -p numa-bench -- compare --quick --out target/compare-smoke
+for f in points.json points.csv table.txt locktorture_throughput.svg locktorture_fairness.svg \
+    kv_throughput.svg kv_fairness.svg; do
+    [ -s "target/compare-smoke/$f" ] || { echo "compare --quick did not write $f"; exit 1; }
+done
+
 echo
 echo "ci: all checks passed"
