@@ -20,6 +20,10 @@ pub struct TopologyArgs {
     /// Read an hwloc XML export instead of the running machine.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["synthetic", "virtual_layout"])]
     pub xml: Option<PathBuf>,
+    /// With --xml: keep objects outside the exporter's allowed cpuset
+    /// (hwloc's INCLUDE_DISALLOWED flag): the whole machine.
+    #[arg(long, requires = "xml")]
+    pub include_disallowed: bool,
     /// Use an hwloc synthetic description, e.g. "pack:2 numa:2 core:4 pu:2".
     #[arg(long, value_name = "STR", conflicts_with = "virtual_layout")]
     pub synthetic: Option<String>,
@@ -50,6 +54,9 @@ fn is_running_machine(args: &TopologyArgs) -> bool {
 
 fn load(args: &TopologyArgs) -> Result<Topology, Box<dyn Error>> {
     if let Some(path) = &args.xml {
+        if args.include_disallowed {
+            return Ok(Topology::from_xml_file_including_disallowed(path)?);
+        }
         return Ok(Topology::from_xml_file(path)?);
     }
     if let Some(description) = &args.synthetic {

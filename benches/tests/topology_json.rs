@@ -80,6 +80,18 @@ fn json_matches_expected_for_every_shared_xml() {
 }
 
 #[test]
+fn include_disallowed_shows_the_whole_machine() {
+    let dir = testdata_dir();
+    let path = dir.join("64intel64-3g2n+2n-irregulargroups+pci.xml");
+    let path = path.to_str().expect("UTF-8 path");
+    let restricted = run_json(&["--xml", path]);
+    let whole = run_json(&["--xml", path, "--include-disallowed"]);
+    assert_eq!(restricted["pus"], 16);
+    assert_eq!(whole["pus"], 64);
+    assert_eq!(whole["numa_nodes"], 8);
+}
+
+#[test]
 fn synthetic_and_virtual_sources() {
     let got = run_json(&["--synthetic", "pack:2 numa:2 core:4 pu:2"]);
     assert_eq!(got["packages"], 2);

@@ -5,6 +5,7 @@ use crate::error::TopologyError;
 use crate::topology::{NumaNode, Topology, TopologySource};
 use hwlocality::Topology as HwTopology;
 use hwlocality::object::types::ObjectType;
+use hwlocality::topology::builder::BuildFlags;
 use std::path::Path;
 
 /// Name of the NUMA latency matrix in hwloc (`hwloc_distances_get_by_name`).
@@ -30,26 +31,20 @@ impl Topology {
     /// [`TopologyError::Xml`] naming the file if hwloc rejects it (missing
     /// file, not XML, hwloc 3 format, ...).
     pub fn from_xml_file(path: impl AsRef<Path>) -> Result<Self, TopologyError> {
-        let path = path.as_ref();
-        let origin = format!("file {}", path.display());
-        if let Err(e) = std::fs::metadata(path) {
-            return Err(TopologyError::Xml {
-                origin,
-                message: e.to_string(),
-            });
-        }
-        let hw = HwTopology::builder()
-            .from_xml_file(path)
-            .map_err(|e| TopologyError::Xml {
-                origin: origin.clone(),
-                message: e.to_string(),
-            })?
-            .build()
-            .map_err(|e| TopologyError::Xml {
-                origin,
-                message: e.to_string(),
-            })?;
-        convert(&hw, TopologySource::Xml(Some(path.to_owned())))
+        xml_file(path.as_ref(), false)
+    }
+
+    /// Like [`Topology::from_xml_file`], but keeps the objects outside the
+    /// exported process's allowed cpuset/nodeset
+    /// (`HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED`): the whole machine rather
+    /// than what the process that wrote the XML could use.
+    ///
+    /// # Errors
+    /// [`TopologyError::Xml`] naming the file if hwloc rejects it.
+    pub fn from_xml_file_including_disallowed(
+        path: impl AsRef<Path>,
+    ) -> Result<Self, TopologyError> {
+        xml_file(path.as_ref(), true)
     }
 
     /// Loads an hwloc XML export from a string. See [`Topology::from_xml_file`].
@@ -90,6 +85,27 @@ impl Topology {
             .map_err(|e| fail(e.to_string()))?;
         convert(&hw, TopologySource::Synthetic(description.to_owned()))
     }
+}
+
+fn xml_file(path: &Path, include_disallowed: bool) -> Result<Topology, TopologyError> {
+    let origin = format!("file {}", path.display());
+    let fail = |message: String| TopologyError::Xml {
+        origin: origin.clone(),
+        message,
+    };
+    if let Err(e) = std::fs::metadata(path) {
+        return Err(fail(e.to_string()));
+    }
+    let mut builder = HwTopology::builder()
+        .from_xml_file(path)
+        .map_err(|e| fail(e.to_string()))?;
+    if include_disallowed {
+        builder = builder
+            .with_flags(BuildFlags::INCLUDE_DISALLOWED)
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    let hw = builder.build().map_err(|e| fail(e.to_string()))?;
+    convert(&hw, TopologySource::Xml(Some(path.to_owned())))
 }
 
 fn convert(hw: &HwTopology, source: TopologySource) -> Result<Topology, TopologyError> {
@@ -167,6 +183,21 @@ mod tests {
         assert_eq!(t.node_pus(1), Some(&[8, 9, 10, 11, 12, 13, 14, 15][..]));
         assert_eq!(t.pu_to_node(17), Some(2));
         assert_eq!(t.cpuless_numa_nodes(), 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn hwloc_and_sysfs_agree_on_this_machine() {
+        let hw = Topology::from_hwloc().unwrap();
+        let fs = Topology::from_sysfs().unwrap();
+        assert_eq!(hw.pus(), fs.pus());
+        assert_eq!(hw.numa_node_os_indexes(), fs.numa_node_os_indexes());
+        assert_eq!(hw.packages(), fs.packages());
+        assert_eq!(hw.cores(), fs.cores());
+        for node in hw.numa_nodes() {
+            assert_eq!(Some(node.cpus()), fs.node_pus(node.os_index()));
+        }
+        assert!(hw.pu_node_pairs().eq(fs.pu_node_pairs()));
     }
 
     #[test]

@@ -180,6 +180,33 @@ fn every_shared_xml_matches_expected_json() {
 }
 
 #[test]
+fn include_disallowed_counts_match_where_expected_json_has_them() {
+    let dir = testdata_dir();
+    let mut checked = 0;
+    for want in expected() {
+        let Some(counts) = want.get("with_include_disallowed") else {
+            continue;
+        };
+        let file = want["file"].as_str().expect("file name");
+        let t = Topology::from_xml_file_including_disallowed(dir.join(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(t.packages(), usize_of(&counts["packages"]), "{file}");
+        assert_eq!(
+            t.numa_node_count(),
+            usize_of(&counts["numa_nodes"]),
+            "{file}"
+        );
+        assert_eq!(t.cores(), usize_of(&counts["cores"]), "{file}");
+        assert_eq!(t.pu_count(), usize_of(&counts["pus"]), "{file}");
+        checked += 1;
+    }
+    assert!(
+        checked >= 1,
+        "expected.json has with_include_disallowed entries"
+    );
+}
+
+#[test]
 fn truncated_xml_is_a_typed_error() {
     let dir = testdata_dir();
     let text = std::fs::read_to_string(dir.join("24em64t-2n6c2t-pci.xml")).expect("read XML");
