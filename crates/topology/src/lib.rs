@@ -32,9 +32,9 @@
 //! [`set_current_thread_node`] (tests, benchmarks); the virtual node of the
 //! current CPU if a virtual layout is active; the real node. On x86-64 Linux
 //! the real node is `TSC_AUX >> 12` read with `RDPID` (the kernel stores
-//! `(node << 12) | cpu` there), checked once against sysfs; otherwise the
-//! current CPU ([`CpuSource`]: `RDPID`, `sched_getcpu`, `RDTSCP`) indexes a
-//! CPU-to-node table.
+//! `(node << 12) | cpu` there), checked once against `sched_getcpu` and the
+//! machine's topology; otherwise the current CPU ([`CpuSource`]: `RDPID`,
+//! `sched_getcpu`, `RDTSCP`) indexes a CPU-to-node table.
 //!
 //! **If the topology cannot be read** (no sysfs, no hwloc), [`current_node`]
 //! works as if the machine had one node (node 0), prints one line to stderr
