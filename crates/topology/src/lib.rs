@@ -63,7 +63,10 @@
 //! # #[cfg(target_os = "linux")] {
 //! let topo = numa_topology::Topology::system()?;
 //! println!("{} nodes, {} PUs", topo.numa_node_count(), topo.pu_count());
-//! assert!(topo.node(numa_topology::current_node()).is_some());
+//! // current_node() answers from the active topology: this machine, or the
+//! // virtual layout in NUMA_TOPOLOGY.
+//! let active = numa_topology::active_topology();
+//! assert!(active.node(numa_topology::current_node()).is_some());
 //! # }
 //! # Ok(()) }
 //! ```
