@@ -1,5 +1,7 @@
 //! `NUMA_TOPOLOGY` and `set_virtual_layout`: the process-wide virtual layout.
-//! One test in this binary, because the layout is global.
+//! One test in this binary, because the layout is global. Linux only (it
+//! pins threads with `sched_setaffinity`).
+#![cfg(target_os = "linux")]
 
 use numa_topology::{
     TopologySource, VirtualLayout, active_topology, bind_current_thread_to_node, current_cpu,
@@ -99,7 +101,6 @@ fn env_layout_then_code_layouts_then_machine() {
     check_current_node_follows(machine_topology());
 }
 
-#[cfg(target_os = "linux")]
 fn pin(cpu: usize) {
     // SAFETY: an all-zero cpu_set_t is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
