@@ -186,6 +186,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         is_virtual: placement.is_virtual,
         remote_penalty_ns: opts.remote_penalty_ns,
         duration_s: duration.as_secs_f64(),
+        max_loadavg_1m: None,
     };
     let bar = if opts.progress {
         ProgressBar::new(n_points as u64)
@@ -216,6 +217,11 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         }
     }
     bar.finish_and_clear();
+    let mut conditions = conditions;
+    conditions.max_loadavg_1m = points
+        .iter()
+        .filter_map(|p| p.machine_loadavg_1m)
+        .reduce(f64::max);
 
     let result = CompareResult {
         conditions,

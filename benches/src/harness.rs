@@ -150,6 +150,7 @@ pub fn run_point(cfg: &RunConfig) -> Result<Point, BenchError> {
         lock: cfg.lock,
         workload: cfg.workload.name(),
     };
+    let load = crate::machine::load_average();
     let raw = match cfg.workload {
         WorkloadSpec::Locktorture(w) => dispatch_mutex(cfg.lock, MutexRun { cfg, w: &w }),
         WorkloadSpec::Kv(w) => dispatch_mutex(cfg.lock, MutexRun { cfg, w: &w }),
@@ -163,10 +164,10 @@ pub fn run_point(cfg: &RunConfig) -> Result<Point, BenchError> {
         WorkloadSpec::PageAlloc(w) => w.params(),
         WorkloadSpec::RwLock(w) => w.params(),
     };
-    Ok(to_point(cfg, raw, params))
+    Ok(to_point(cfg, raw, params, load))
 }
 
-fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String) -> Point {
+fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String, load: Option<f64>) -> Point {
     let total: u64 = raw.ops.iter().sum();
     let us = raw.elapsed.as_secs_f64() * 1e6;
     Point {
@@ -192,6 +193,7 @@ fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String) -> Point {
         remote_penalty_ns: cfg.remote_penalty_ns,
         machine_cpus: cfg.machine.cpus,
         machine_nodes: cfg.machine.nodes.len(),
+        machine_loadavg_1m: load,
         workload_params,
     }
 }
@@ -237,13 +239,52 @@ where
         std::thread::sleep(cfg.duration);
         stop.store(true, Ordering::Relaxed);
         let elapsed = t0.elapsed();
+        let watchdog = Watchdog::start(cfg, TEARDOWN_LIMIT);
         let outs: Vec<WorkerOut> = handles
             .into_iter()
             .map(|h| h.join().expect("benchmark thread panicked"))
             .collect();
+        watchdog.disarm();
         let cpu = process_cpu_ns().saturating_sub(cpu0);
         (outs, elapsed, cpu)
     })
+}
+
+/// How long the workers may take to exit after the stop flag before the process
+/// gives up: a lock that keeps its waiters stuck this long is broken (deadlock or
+/// lost wake-up), not slow. Every worker needs at most one more acquisition.
+pub const TEARDOWN_LIMIT: Duration = Duration::from_secs(60);
+
+/// Exits the process with a message naming the point if the workers do not all
+/// exit within the limit (a hung lock must not hang `compare` forever).
+struct Watchdog(std::sync::mpsc::Sender<()>);
+
+impl Watchdog {
+    fn start(cfg: &RunConfig, limit: Duration) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let what = format!(
+            "{} / {} / {} threads",
+            cfg.lock,
+            cfg.workload.name(),
+            cfg.threads
+        );
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                eprintln!(
+                    "numa-bench: error: {what}: worker threads still running {} s after the stop flag; \
+                     the lock never released its waiters (deadlock or lost wake-up)",
+                    limit.as_secs()
+                );
+                std::process::exit(3);
+            }
+        });
+        Watchdog(tx)
+    }
+
+    fn disarm(self) {
+        // The receiver may be gone already; nothing to do then.
+        let _ = self.0.send(());
+    }
 }
 
 fn merge(outs: Vec<WorkerOut>) -> (Vec<u64>, Histogram<u64>, bool) {

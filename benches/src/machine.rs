@@ -52,6 +52,19 @@ impl Machine {
     }
 }
 
+/// The 1-minute load average (`/proc/loadavg`), `None` where unavailable.
+///
+/// Reports carry it because a machine shared with other work gives noisy numbers:
+/// a load above the CPU count means runnable threads were waiting for a CPU.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Where the threads of one run go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
@@ -159,6 +172,13 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn load_average_is_non_negative_when_known() {
+        if let Some(l) = load_average() {
+            assert!(l >= 0.0 && l.is_finite());
+        }
     }
 
     #[test]

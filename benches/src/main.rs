@@ -232,6 +232,7 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
         is_virtual: p.is_virtual,
         remote_penalty_ns: p.remote_penalty_ns,
         duration_s: p.duration_s,
+        max_loadavg_1m: p.machine_loadavg_1m,
     };
     print!("{}", cond.header());
     println!("# workload: {} ({})", p.workload, p.workload_params);

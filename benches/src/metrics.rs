@@ -156,13 +156,16 @@ pub struct Point {
     pub machine_cpus: usize,
     /// Real NUMA nodes of the machine.
     pub machine_nodes: usize,
+    /// The 1-minute load average when the point started (`null` if unknown): above
+    /// `machine_cpus`, other work competed for the CPUs and the numbers are noisy.
+    pub machine_loadavg_1m: Option<f64>,
     /// The workload's parameters, human readable.
     pub workload_params: String,
 }
 
 /// The CSV columns, in order (`ops_per_thread` is `;`-separated in one column,
 /// `lock_stats` is `name=value` pairs `;`-separated).
-pub const CSV_HEADER: [&str; 22] = [
+pub const CSV_HEADER: [&str; 23] = [
     "lock",
     "workload",
     "threads",
@@ -184,6 +187,7 @@ pub const CSV_HEADER: [&str; 22] = [
     "remote_penalty_ns",
     "machine_cpus",
     "machine_nodes",
+    "machine_loadavg_1m",
     "workload_params",
 ];
 
@@ -224,6 +228,8 @@ impl Point {
             self.remote_penalty_ns.to_string(),
             self.machine_cpus.to_string(),
             self.machine_nodes.to_string(),
+            self.machine_loadavg_1m
+                .map_or_else(String::new, |l| format!("{l:.2}")),
             self.workload_params.clone(),
         ]
         .into_iter()
@@ -354,6 +360,7 @@ pub(crate) mod tests {
             remote_penalty_ns: 0,
             machine_cpus: 2,
             machine_nodes: 1,
+            machine_loadavg_1m: Some(0.5),
             workload_params: "keys=1000, zipf_s=0.99, get=90%".into(),
         }
     }

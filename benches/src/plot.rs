@@ -50,7 +50,7 @@ pub fn plot_metric(
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+        .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(70)
@@ -61,6 +61,7 @@ pub fn plot_metric(
         .x_desc("threads (log scale)")
         .y_desc(y_desc)
         .x_label_formatter(&|x| format!("{x:.0}"))
+        .label_style(("sans-serif", 14))
         .draw()
         .map_err(|e| err(e.to_string()))?;
     for (i, (lock, pts)) in series.iter().enumerate() {
@@ -81,6 +82,7 @@ pub fn plot_metric(
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
+        .label_font(("sans-serif", 15))
         .draw()
         .map_err(|e| err(e.to_string()))?;
     root.present().map_err(|e| err(e.to_string()))?;

@@ -22,6 +22,8 @@ pub struct Conditions {
     pub remote_penalty_ns: u64,
     /// Window per point, s.
     pub duration_s: f64,
+    /// Highest 1-minute load average seen at the start of a point (`None` if unknown).
+    pub max_loadavg_1m: Option<f64>,
 }
 
 impl Conditions {
@@ -57,6 +59,17 @@ impl Conditions {
             s.push_str("# cost model: off (no remote penalty)\n");
         }
         let _ = writeln!(s, "# window per point: {:.2} s", self.duration_s);
+        if let Some(l) = self.max_loadavg_1m {
+            let busy = if l > self.cpus as f64 {
+                ": ABOVE the CPU count, other work competed for the CPUs, expect noise"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                "# load average (1 min) before the points: up to {l:.2}{busy}"
+            );
+        }
         s
     }
 }
@@ -144,12 +157,14 @@ mod tests {
             is_virtual: true,
             remote_penalty_ns: 0,
             duration_s: 1.0,
+            max_loadavg_1m: Some(5.0),
         };
         let h = c.header();
         assert!(
             h.contains("VIRTUAL") && h.contains("cost model: off"),
             "{h}"
         );
+        assert!(h.contains("ABOVE the CPU count"), "{h}");
         c.remote_penalty_ns = 300;
         c.is_virtual = false;
         c.nodes = 1;
