@@ -20,16 +20,18 @@
 //!
 //! * Fast path: CAS `LOCKED_BIT` in; unlock CASes it out when nobody is parked.
 //! * Slow path: the waiter gets (allocates on first use) the snode of its node.
-//!   It spins (bounded, [`SPIN_ROUNDS`]) as the node's *active waiter* while the
-//!   lock is likely to come soon, and parks on its snode's queue otherwise: at
-//!   once when another thread of its node is already the active waiter, or when
-//!   the lock has at least as many parked waiters as the machine has CPUs.
-//! * Unlock with parked waiters: pick the target snode in the cohort order: the
-//!   unlocker's own node while its batch is below the batch bound, then the next
-//!   snode (cyclic list order) with parked waiters. If some node has an active
-//!   waiter, the lock is released to it (it is running) and, if the target has no
-//!   active waiter of its own, one parked waiter of the target is woken ahead of
-//!   need to become its next active waiter. Otherwise the lock is released
+//!   It spins (bounded, [`SPIN_ROUNDS`]) as an *active waiter* (counted in its
+//!   snode) while the lock is likely to come soon, and parks on its snode's
+//!   queue otherwise: after the bounded spin, or at once when the lock has at
+//!   least as many parked waiters as the machine has CPUs (a thread just woken
+//!   to compete still spins once through).
+//! * Unlock with parked waiters: if some node has an active waiter, the lock is
+//!   released to it (it is running; one RMW, no wake-up) and, if that was the
+//!   last active waiter, a parked waiter of the target snode is woken ahead of
+//!   need to spin for the next round. The target snode follows the cohort
+//!   order: the unlocker's own node while its batch is below the batch bound,
+//!   then the next snode (cyclic list order) with parked waiters. With no
+//!   active waiter the lock is released
 //!   (barging: any running thread may take it) and one parked waiter of the
 //!   target is woken to compete. A parked waiter of a node whose fairness
 //!   deadline (0.5 ms by default, parking_lot's eventual fairness) has passed,
@@ -112,12 +114,29 @@ impl Cohort {
         }
     }
 
-    /// Fast path: `0 -> LOCKED_BIT`.
+    /// Fast path: one CAS setting `LOCKED_BIT` in the observed state (other
+    /// bits, such as the parked count, may be set: a free lock with parked
+    /// waiters is taken here too, that is barging).
     #[inline]
     pub(crate) fn try_lock_fast(&self) -> bool {
-        self.state
+        match self
+            .state
             .compare_exchange_weak(0, LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        {
+            Ok(_) => true,
+            Err(s) => {
+                s & LOCKED_BIT == 0
+                    && self
+                        .state
+                        .compare_exchange_weak(
+                            s,
+                            s | LOCKED_BIT,
+                            Ordering::Acquire,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
+            }
+        }
     }
 
     /// Slow acquisition. Returns the caller's node on success, `None` when
@@ -155,9 +174,11 @@ impl Cohort {
                 // or we see the lock free here and take it.
                 return self.try_lock().then_some(node);
             }
-            let may_spin = round < SPIN_ROUNDS
-                && (parked_count(s) < sync::num_cpus() || woken)
-                && (spinner || woken || snode.spinning.load(Ordering::Relaxed) == 0);
+            // Spin while the lock is likely to come soon: a bounded number of
+            // rounds, and not at all when at least as many waiters are parked as
+            // there are CPUs (then the holder or the next one is likely not
+            // running), unless we were just woken to compete.
+            let may_spin = round < SPIN_ROUNDS && (woken || parked_count(s) < sync::num_cpus());
             if may_spin {
                 if !spinner {
                     snode.spinning.fetch_add(1, Ordering::SeqCst);
@@ -235,60 +256,76 @@ impl Cohort {
         }
     }
 
-    /// Fast unlock: `LOCKED_BIT -> 0` when nothing else is set.
+    /// Fast unlock: `LOCKED_BIT -> 0` when nothing else is set. On failure
+    /// returns the observed state for [`Cohort::unlock_slow`].
     #[inline]
-    pub(crate) fn try_unlock_fast(&self) -> bool {
+    pub(crate) fn try_unlock_fast(&self) -> Result<(), usize> {
         self.state
             .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
-            .is_ok()
+            .map(drop)
     }
 
     /// Slow unlock: some thread is parked (or the rwlock has other bits set).
-    /// `node` is the unlocker's node ([`UNKNOWN_NODE`] to look it up); `fair`
-    /// forces a direct handoff to a parked waiter if there is one.
+    /// `s` is the last observed state; `node` is the unlocker's node
+    /// ([`UNKNOWN_NODE`] to look it up); `fair` forces a direct handoff to a
+    /// parked waiter if there is one.
     #[cold]
-    pub(crate) fn unlock_slow(&self, node: usize, fair: bool) {
-        let node = if node == UNKNOWN_NODE {
-            sync::current_node()
-        } else {
-            node
-        };
+    pub(crate) fn unlock_slow(&self, mut s: usize, node: usize, fair: bool) {
+        let mut node = node;
         loop {
-            let s = self.state.load(Ordering::Acquire);
             if parked_count(s) == 0 {
-                if self
-                    .state
-                    .compare_exchange(s, s & !LOCKED_BIT, Ordering::SeqCst, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return;
+                match self.state.compare_exchange(
+                    s,
+                    s & !LOCKED_BIT,
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(x) => {
+                        s = x;
+                        continue;
+                    }
                 }
-                continue;
+            }
+            if node == UNKNOWN_NODE {
+                node = sync::current_node();
+            }
+            if !fair && self.active_waiters().is_some() {
+                // Hand to a running waiter: just release (one RMW, no wake-up).
+                self.state.fetch_and(!LOCKED_BIT, Ordering::SeqCst);
+                // Dekker with a spinner that gives up (timeout): it leaves
+                // `spinning` before its last try, we released before re-reading.
+                match self.active_waiters() {
+                    // The active waiters left meanwhile: wake one to compete.
+                    None => {
+                        if let Some(target) = self.pick_target(node) {
+                            self.wake_one(target, false, false);
+                        }
+                    }
+                    // Wake ahead of need: the last active waiter is about to
+                    // become the holder, so wake a parked waiter of the node to
+                    // serve next to spin for the following round.
+                    Some(1) => {
+                        if let Some(target) = self.pick_target(node)
+                            && target.spinning.load(Ordering::Relaxed) == 0
+                        {
+                            self.wake_one(target, false, false);
+                        }
+                    }
+                    Some(_) => {}
+                }
+                return;
             }
             let Some(target) = self.pick_target(node) else {
                 // Parked count visible before the snode counts: transient.
                 sync::spin_loop();
+                s = self.state.load(Ordering::Acquire);
                 continue;
             };
-            if !fair && self.any_active_waiter() {
-                // Hand to a running waiter: just release.
-                if self
-                    .state
-                    .compare_exchange(s, s & !LOCKED_BIT, Ordering::SeqCst, Ordering::Relaxed)
-                    .is_err()
-                {
-                    continue;
-                }
-                // Wake ahead of need: give the target node an active waiter for
-                // the next round if it has none.
-                if target.spinning.load(Ordering::SeqCst) == 0 {
-                    self.wake_one(target, false, false);
-                }
-                return;
-            }
             if self.wake_one(target, true, fair) {
                 return;
             }
+            s = self.state.load(Ordering::Acquire);
         }
     }
 
@@ -325,12 +362,15 @@ impl Cohort {
         r.unparked_threads != 0
     }
 
-    /// Whether any node has an active (spinning) waiter.
+    /// The number of active (spinning) waiters over all nodes, if any.
     #[inline]
-    fn any_active_waiter(&self) -> bool {
-        self.snodes
+    fn active_waiters(&self) -> Option<usize> {
+        let n: usize = self
+            .snodes
             .iter()
-            .any(|s| s.spinning.load(Ordering::SeqCst) != 0)
+            .map(|s| s.spinning.load(Ordering::SeqCst))
+            .sum();
+        (n != 0).then_some(n)
     }
 
     /// The snode to serve next: the unlocker's own node while its batch lasts,

@@ -116,10 +116,9 @@ unsafe impl lock_api::RawMutex for RawMutex {
 
     #[inline]
     unsafe fn unlock(&self, guard: MutexGuardState) {
-        if self.cohort.try_unlock_fast() {
-            return;
+        if let Err(s) = self.cohort.try_unlock_fast() {
+            self.cohort.unlock_slow(s, guard.node, false);
         }
-        self.cohort.unlock_slow(guard.node, false);
     }
 
     #[inline]
@@ -133,10 +132,9 @@ unsafe impl lock_api::RawMutex for RawMutex {
 unsafe impl lock_api::RawMutexFair for RawMutex {
     #[inline]
     unsafe fn unlock_fair(&self, guard: MutexGuardState) {
-        if self.cohort.try_unlock_fast() {
-            return;
+        if let Err(s) = self.cohort.try_unlock_fast() {
+            self.cohort.unlock_slow(s, guard.node, true);
         }
-        self.cohort.unlock_slow(guard.node, true);
     }
 }
 

@@ -244,10 +244,9 @@ impl RawRwLock {
 
     /// Releases the cohort mutex (we hold it, `WRITER_BIT` clear).
     fn unlock_cohort(&self, g: ExclusiveGuardState, fair: bool) {
-        if self.cohort.try_unlock_fast() {
-            return;
+        if let Err(s) = self.cohort.try_unlock_fast() {
+            self.cohort.unlock_slow(s, g.node, fair);
         }
-        self.cohort.unlock_slow(g.node, fair);
     }
 
     /// Waits until no reader is inside (we hold the cohort mutex and
