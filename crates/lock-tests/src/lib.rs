@@ -14,7 +14,9 @@
 //! [`numa_topology::set_current_thread_node`], so NUMA-aware locks take their NUMA
 //! paths on a one-node machine. No test asserts on time.
 
+pub mod condvar;
 pub mod mutex;
+pub mod rwlock;
 
 #[doc(hidden)]
 pub use lock_api;
