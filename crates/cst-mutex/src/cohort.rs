@@ -40,7 +40,7 @@
 
 use crate::config;
 use crate::snode::{Snode, SnodeList};
-use crate::sync::{self, AtomicUsize, Ordering, ParkResult, ParkToken, UnparkToken};
+use crate::sync::{self, AtomicUsize, Ordering, ParkResult, ParkToken, UnparkToken, fence};
 use std::time::Instant;
 
 pub(crate) const LOCKED_BIT: usize = 1;
@@ -61,6 +61,34 @@ pub(crate) const TOKEN_HANDOFF: UnparkToken = UnparkToken(1);
 /// rounds 4-10 yield the CPU (parking_lot_core's `SpinWait` schedule, which
 /// is about one time-slice-free microsecond of spinning plus 7 yields).
 pub(crate) const SPIN_ROUNDS: u32 = 10;
+
+/// [`SPIN_ROUNDS`], or under loom the per-thread value the model chose (0 by
+/// default: loom runs the holder as soon as a waiter yields, so a spinning
+/// waiter would never reach the parking paths).
+#[inline]
+pub(crate) fn spin_rounds() -> u32 {
+    #[cfg(not(numa_loom))]
+    {
+        SPIN_ROUNDS
+    }
+    #[cfg(numa_loom)]
+    {
+        sync::loom_spin_rounds()
+    }
+}
+
+/// One round of bounded spinning: rounds 1-3 pause 2, 4 and 8 times, later
+/// rounds yield the CPU.
+#[inline]
+pub(crate) fn spin_round(round: u32) {
+    if cfg!(not(numa_loom)) && round <= 3 {
+        for _ in 0..(1u32 << round) {
+            sync::spin_loop();
+        }
+    } else {
+        sync::yield_now();
+    }
+}
 
 /// The node of the acquiring thread, or [`UNKNOWN_NODE`] when taken on the
 /// fast path (looked up lazily in the slow unlock).
@@ -167,35 +195,33 @@ impl Cohort {
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 if spinner {
-                    snode.spinning.fetch_sub(1, Ordering::SeqCst);
+                    snode.spinning.fetch_sub(1, Ordering::Relaxed);
                 }
-                // Dekker with `unlock_slow`: we dropped out of `spinning` first,
-                // so either the unlocker saw us gone (and woke a parked waiter)
-                // or we see the lock free here and take it.
+                // Dekker with `unlock_slow`: we drop out of `spinning`, fence,
+                // then look at the lock; it releases, fences, then counts active
+                // waiters. Either it sees us gone (and wakes a parked waiter) or
+                // we see the lock free here and take it.
+                fence(Ordering::SeqCst);
                 return self.try_lock().then_some(node);
             }
             // Spin while the lock is likely to come soon: a bounded number of
             // rounds, and not at all when at least as many waiters are parked as
             // there are CPUs (then the holder or the next one is likely not
             // running), unless we were just woken to compete.
-            let may_spin = round < SPIN_ROUNDS && (woken || parked_count(s) < sync::num_cpus());
+            let may_spin = round < spin_rounds() && (woken || parked_count(s) < sync::num_cpus());
             if may_spin {
                 if !spinner {
-                    snode.spinning.fetch_add(1, Ordering::SeqCst);
+                    snode.spinning.fetch_add(1, Ordering::Relaxed);
                     spinner = true;
                 }
                 round += 1;
-                if round <= 3 {
-                    for _ in 0..(1u32 << round) {
-                        sync::spin_loop();
-                    }
-                } else {
-                    sync::yield_now();
-                }
+                spin_round(round);
                 continue;
             }
             if spinner {
-                snode.spinning.fetch_sub(1, Ordering::SeqCst);
+                // No Dekker needed here: `park_on` validates under the queue
+                // lock that the lock is still held.
+                snode.spinning.fetch_sub(1, Ordering::Relaxed);
                 spinner = false;
             }
             match self.park_on(snode, deadline) {
@@ -292,7 +318,8 @@ impl Cohort {
             }
             if !fair && self.active_waiters().is_some() {
                 // Hand to a running waiter: just release (one RMW, no wake-up).
-                self.state.fetch_and(!LOCKED_BIT, Ordering::SeqCst);
+                self.state.fetch_and(!LOCKED_BIT, Ordering::Release);
+                fence(Ordering::SeqCst);
                 // Dekker with a spinner that gives up (timeout): it leaves
                 // `spinning` before its last try, we released before re-reading.
                 match self.active_waiters() {
@@ -368,7 +395,7 @@ impl Cohort {
         let n: usize = self
             .snodes
             .iter()
-            .map(|s| s.spinning.load(Ordering::SeqCst))
+            .map(|s| s.spinning.load(Ordering::Relaxed))
             .sum();
         (n != 0).then_some(n)
     }

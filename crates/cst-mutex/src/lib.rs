@@ -130,3 +130,11 @@ pub use rwlock::{
 pub fn __set_loom_node(node: usize) {
     sync::set_loom_node(node);
 }
+
+/// Test hook for the loom models: sets how many spin rounds the calling loom
+/// thread makes before parking (default 0). Not part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __set_loom_spin_rounds(rounds: u32) {
+    sync::set_loom_spin_rounds(rounds);
+}

@@ -55,6 +55,11 @@ impl RawMutex {
         self.cohort.snodes.len()
     }
 
+    /// The number of threads parked on this lock right now (a snapshot).
+    pub fn parked_waiters(&self) -> usize {
+        crate::cohort::parked_count(self.cohort.state.load(Ordering::Relaxed))
+    }
+
     #[inline]
     fn lock_inner(&self, deadline: Option<Instant>) -> Option<MutexGuardState> {
         if self.cohort.try_lock_fast() {

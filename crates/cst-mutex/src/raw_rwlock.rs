@@ -25,11 +25,11 @@
 //! the same line. The shared guard remembers which counter it used.
 
 use crate::cohort::{
-    Cohort, LOCKED_BIT, READER_MASK, READER_ONE, READERS_PARKED_BIT, SPIN_ROUNDS, TOKEN_HANDOFF,
-    TOKEN_NORMAL, UNKNOWN_NODE, WRITER_BIT,
+    Cohort, LOCKED_BIT, READER_MASK, READER_ONE, READERS_PARKED_BIT, TOKEN_HANDOFF, TOKEN_NORMAL,
+    UNKNOWN_NODE, WRITER_BIT, spin_round, spin_rounds,
 };
 use crate::snode::Snode;
-use crate::sync::{self, Ordering, ParkResult, ParkToken};
+use crate::sync::{self, Ordering, ParkResult, ParkToken, fence};
 use std::time::{Duration, Instant};
 
 /// A CST-style NUMA-aware blocking reader-writer lock (16 bytes on 64-bit
@@ -98,12 +98,12 @@ impl RawRwLock {
     /// Readers inside (or transiently registered): the fast counter plus every
     /// per-node counter.
     fn readers_total(&self) -> usize {
-        let fast = (self.cohort.state.load(Ordering::SeqCst) & READER_MASK) / READER_ONE;
+        let fast = (self.cohort.state.load(Ordering::Acquire) & READER_MASK) / READER_ONE;
         fast + self
             .cohort
             .snodes
             .iter()
-            .map(|s| s.readers.count.load(Ordering::SeqCst))
+            .map(|s| s.readers.count.load(Ordering::Acquire))
             .sum::<usize>()
     }
 
@@ -131,11 +131,14 @@ impl RawRwLock {
     /// Registers on `snode`'s counter if no writer is in; on failure leaves
     /// again (waking a draining writer if we were the last reader).
     fn try_shared_node(&self, snode: &Snode) -> bool {
-        snode.readers.count.fetch_add(1, Ordering::SeqCst);
-        if self.cohort.state.load(Ordering::SeqCst) & WRITER_BIT == 0 {
+        snode.readers.count.fetch_add(1, Ordering::Relaxed);
+        // Dekker with `become_writer`: counter store, fence, state load here;
+        // `WRITER_BIT` store, fence, counter loads there.
+        fence(Ordering::SeqCst);
+        if self.cohort.state.load(Ordering::Acquire) & WRITER_BIT == 0 {
             return true;
         }
-        snode.readers.count.fetch_sub(1, Ordering::SeqCst);
+        snode.readers.count.fetch_sub(1, Ordering::Release);
         self.after_reader_left();
         false
     }
@@ -144,7 +147,9 @@ impl RawRwLock {
     /// no reader remains (Dekker: we decremented before reading `WRITER_BIT`,
     /// the writer set it before counting).
     fn after_reader_left(&self) {
-        if self.cohort.state.load(Ordering::SeqCst) & WRITER_BIT != 0 && self.readers_total() == 0 {
+        fence(Ordering::SeqCst);
+        if self.cohort.state.load(Ordering::Relaxed) & WRITER_BIT != 0 && self.readers_total() == 0
+        {
             // SAFETY:
             // - the key is this lock's address + 1, which this crate controls;
             // - the callback neither unwinds nor calls into the parking lot.
@@ -163,15 +168,9 @@ impl RawRwLock {
                     counter: snode as *const Snode as usize,
                 });
             }
-            if round < SPIN_ROUNDS {
+            if round < spin_rounds() {
                 round += 1;
-                if round <= 3 {
-                    for _ in 0..(1u32 << round) {
-                        sync::spin_loop();
-                    }
-                } else {
-                    sync::yield_now();
-                }
+                spin_round(round);
                 continue;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -257,15 +256,9 @@ impl RawRwLock {
             if self.readers_total() == 0 {
                 return true;
             }
-            if round < SPIN_ROUNDS {
+            if round < spin_rounds() {
                 round += 1;
-                if round <= 3 {
-                    for _ in 0..(1u32 << round) {
-                        sync::spin_loop();
-                    }
-                } else {
-                    sync::yield_now();
-                }
+                spin_round(round);
                 continue;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -289,7 +282,9 @@ impl RawRwLock {
 
     /// Sets `WRITER_BIT` and drains readers; on timeout clears it again.
     fn become_writer(&self, deadline: Option<Instant>) -> bool {
-        self.cohort.state.fetch_or(WRITER_BIT, Ordering::SeqCst);
+        self.cohort.state.fetch_or(WRITER_BIT, Ordering::AcqRel);
+        // Dekker with `try_shared_node` (see there).
+        fence(Ordering::SeqCst);
         if self.wait_for_readers(deadline) {
             return true;
         }
@@ -346,7 +341,7 @@ impl RawRwLock {
 
     fn unlock_shared_inner(&self, g: SharedGuardState) {
         if g.counter == FAST {
-            let old = self.cohort.state.fetch_sub(READER_ONE, Ordering::SeqCst);
+            let old = self.cohort.state.fetch_sub(READER_ONE, Ordering::Release);
             if old & WRITER_BIT != 0 {
                 self.after_reader_left();
             }
@@ -355,7 +350,7 @@ impl RawRwLock {
             // `lock_shared_slow`); snodes live until the lock is dropped, which
             // cannot happen while this shared acquisition exists.
             let snode = unsafe { &*(g.counter as *const Snode) };
-            snode.readers.count.fetch_sub(1, Ordering::SeqCst);
+            snode.readers.count.fetch_sub(1, Ordering::Release);
             self.after_reader_left();
         }
     }
@@ -468,7 +463,8 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
                 if !self.cohort.try_lock() {
                     return None;
                 }
-                self.cohort.state.fetch_or(WRITER_BIT, Ordering::SeqCst);
+                self.cohort.state.fetch_or(WRITER_BIT, Ordering::AcqRel);
+                fence(Ordering::SeqCst);
                 if self.readers_total() == 0 {
                     return Some(ExclusiveGuardState { node: UNKNOWN_NODE });
                 }
@@ -575,7 +571,8 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
         &self,
         guard: ExclusiveGuardState,
     ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
-        self.cohort.state.fetch_or(WRITER_BIT, Ordering::SeqCst);
+        self.cohort.state.fetch_or(WRITER_BIT, Ordering::AcqRel);
+        fence(Ordering::SeqCst);
         if self.readers_total() == 0 {
             return Ok(guard);
         }

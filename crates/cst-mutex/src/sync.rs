@@ -10,10 +10,10 @@
 //! racing a handoff.
 
 #[cfg(not(numa_loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
 
 #[cfg(numa_loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
 
 pub(crate) use parking_lot_core::{ParkResult, ParkToken, UnparkResult, UnparkToken};
 use std::time::Instant;
@@ -164,6 +164,18 @@ pub(crate) fn set_loom_node(node: usize) {
     loom_impl::NODE.with(|n| n.set(node));
 }
 
+/// Under loom: the spin rounds of the calling loom thread.
+#[cfg(numa_loom)]
+pub(crate) fn loom_spin_rounds() -> u32 {
+    loom_impl::SPIN.with(|n| n.get())
+}
+
+/// Test hook for loom models: sets the spin rounds of the calling loom thread.
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_spin_rounds(rounds: u32) {
+    loom_impl::SPIN.with(|n| n.set(rounds));
+}
+
 #[cfg(numa_loom)]
 mod loom_impl {
     use super::{ParkResult, UnparkResult, UnparkToken};
@@ -173,6 +185,7 @@ mod loom_impl {
 
     loom::thread_local! {
         pub(super) static NODE: Cell<usize> = Cell::new(0);
+        pub(super) static SPIN: Cell<u32> = Cell::new(0);
     }
 
     struct Waiter {
@@ -184,6 +197,18 @@ mod loom_impl {
 
     loom::lazy_static! {
         static ref LOT: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
+    }
+
+    /// Locks the lot by `try_lock` and yield: a thread blocked inside loom's
+    /// `Mutex::lock` must not be the target of `Thread::unpark` (loom would
+    /// make it runnable while the mutex is still held).
+    fn lot() -> loom::sync::MutexGuard<'static, Vec<Waiter>> {
+        loop {
+            if let Ok(g) = LOT.try_lock() {
+                return g;
+            }
+            loom::thread::yield_now();
+        }
     }
 
     pub(super) fn result(unparked: usize, more: bool) -> UnparkResult {
@@ -202,7 +227,7 @@ mod loom_impl {
     ) -> ParkResult {
         let slot = Arc::new(AtomicUsize::new(0));
         {
-            let mut lot = LOT.lock().unwrap();
+            let mut lot = lot();
             if !validate() {
                 return ParkResult::Invalid;
             }
@@ -220,7 +245,7 @@ mod loom_impl {
             }
             if timed {
                 // A timed park may time out at any point once queued.
-                let mut lot = LOT.lock().unwrap();
+                let mut lot = lot();
                 if let Some(i) = lot.iter().position(|w| Arc::ptr_eq(&w.slot, &slot)) {
                     lot.remove(i);
                     let last = !lot.iter().any(|w| w.key == key);
@@ -240,7 +265,7 @@ mod loom_impl {
         max: Option<usize>,
         callback: impl FnOnce(usize, bool) -> UnparkToken,
     ) -> (UnparkResult, usize) {
-        let mut lot = LOT.lock().unwrap();
+        let mut lot = lot();
         let mut taken = Vec::new();
         let mut i = 0;
         while i < lot.len() {

@@ -70,7 +70,7 @@ where
         assert!(t0.elapsed() >= Duration::from_millis(ms), "timed out early");
         assert!(m.is_locked(), "wait_for returned without the mutex");
     }
-    assert_eq!(cv.notify_one(), false, "a timed-out waiter counted as notified");
+    assert!(!cv.notify_one(), "a timed-out waiter counted as notified");
     let notifier = {
         let pair = pair.clone();
         thread::spawn(move || {
@@ -95,7 +95,10 @@ where
     C::RawMutex: RawMutexTimed<Duration = Duration, Instant = Instant> + Send + Sync + 'static,
 {
     // (generation, threads waiting in this generation, threads woken)
-    let pair = Arc::new((M::<C, (u32, usize, usize)>::new((0, 0, 0)), Condvar::<C>::new()));
+    let pair = Arc::new((
+        M::<C, (u32, usize, usize)>::new((0, 0, 0)),
+        Condvar::<C>::new(),
+    ));
     let handles: Vec<_> = (0..waiters)
         .map(|me| {
             let pair = pair.clone();

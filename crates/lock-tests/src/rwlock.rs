@@ -7,8 +7,8 @@
 //! asserts on speed.
 
 use lock_api::{
-    RawRwLock, RawRwLockDowngrade, RawRwLockTimed, RawRwLockUpgrade, RawRwLockUpgradeDowngrade, RwLock, RwLockReadGuard,
-    RwLockUpgradableReadGuard, RwLockWriteGuard,
+    RawRwLock, RawRwLockDowngrade, RawRwLockTimed, RawRwLockUpgrade, RawRwLockUpgradeDowngrade,
+    RwLock, RwLockReadGuard, RwLockUpgradableReadGuard, RwLockWriteGuard,
 };
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -31,7 +31,9 @@ where
         let lock = lock.clone();
         thread::spawn(move || {
             numa_topology::set_current_thread_node(Some(1));
-            let g = lock.try_read_for(PATIENCE).expect("second reader shut out by a reader");
+            let g = lock
+                .try_read_for(PATIENCE)
+                .expect("second reader shut out by a reader");
             *g
         })
     };
@@ -54,16 +56,24 @@ where
     let start = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
         .map(|me| {
-            let (lock, readers, writers, start) =
-                (lock.clone(), readers.clone(), writers.clone(), start.clone());
+            let (lock, readers, writers, start) = (
+                lock.clone(),
+                readers.clone(),
+                writers.clone(),
+                start.clone(),
+            );
             thread::spawn(move || {
                 numa_topology::set_current_thread_node(Some(me % nodes.max(1)));
                 start.wait();
                 let mut wrote = 0u64;
                 for i in 0..iters {
-                    if (i + me as u64) % 4 == 0 {
+                    if (i + me as u64).is_multiple_of(4) {
                         let mut g = lock.write();
-                        assert_eq!(writers.fetch_add(1, Ordering::SeqCst), 0, "two writers inside");
+                        assert_eq!(
+                            writers.fetch_add(1, Ordering::SeqCst),
+                            0,
+                            "two writers inside"
+                        );
                         assert_eq!(readers.load(Ordering::SeqCst), 0, "writer beside a reader");
                         let v = *g;
                         std::hint::black_box(&v);
@@ -101,20 +111,38 @@ where
         let lock = lock.clone();
         thread::spawn(move || {
             numa_topology::set_current_thread_node(Some(1));
-            let g = lock.try_read_for(PATIENCE).expect("reader shut out by an upgradable reader");
-            assert!(lock.try_upgradable_read().is_none(), "two upgradable readers");
-            assert!(lock.try_write().is_none(), "writer beside an upgradable reader");
+            let g = lock
+                .try_read_for(PATIENCE)
+                .expect("reader shut out by an upgradable reader");
+            assert!(
+                lock.try_upgradable_read().is_none(),
+                "two upgradable readers"
+            );
+            assert!(
+                lock.try_write().is_none(),
+                "writer beside an upgradable reader"
+            );
             g.len()
         })
     };
     assert_eq!(reader.join().unwrap(), 1);
     let mut w = RwLockUpgradableReadGuard::upgrade(up);
     w.push(2);
-    assert!(lock.try_read().is_none(), "reader beside an upgraded writer");
+    assert!(
+        lock.try_read().is_none(),
+        "reader beside an upgraded writer"
+    );
     let up = RwLockWriteGuard::downgrade_to_upgradable(w);
-    assert_eq!(lock.try_read().map(|g| g.len()), Some(2), "reader shut out after downgrade");
+    assert_eq!(
+        lock.try_read().map(|g| g.len()),
+        Some(2),
+        "reader shut out after downgrade"
+    );
     let r = RwLockUpgradableReadGuard::downgrade(up);
-    assert!(lock.try_upgradable_read().is_some(), "upgradable shut out by a plain reader");
+    assert!(
+        lock.try_upgradable_read().is_some(),
+        "upgradable shut out by a plain reader"
+    );
     drop(r);
     assert!(!lock.is_locked());
 }
@@ -133,7 +161,8 @@ where
         Err(up) => up,
     };
     drop(r);
-    let mut w = RwLockUpgradableReadGuard::try_upgrade(up).unwrap_or_else(|_| panic!("upgrade failed alone"));
+    let mut w = RwLockUpgradableReadGuard::try_upgrade(up)
+        .unwrap_or_else(|_| panic!("upgrade failed alone"));
     *w = 5;
     drop(w);
     assert_eq!(*lock.read(), 5);
@@ -154,7 +183,9 @@ where
         thread::spawn(move || {
             numa_topology::set_current_thread_node(Some(1));
             started.store(true, Ordering::SeqCst);
-            *lock.try_read_for(PATIENCE).expect("reader not admitted after downgrade")
+            *lock
+                .try_read_for(PATIENCE)
+                .expect("reader not admitted after downgrade")
         })
     };
     while !started.load(Ordering::SeqCst) {
@@ -162,7 +193,10 @@ where
     }
     thread::sleep(Duration::from_millis(5));
     let r = RwLockWriteGuard::downgrade(w);
-    assert!(lock.try_write().is_none(), "writer beside a downgraded reader");
+    assert!(
+        lock.try_write().is_none(),
+        "writer beside a downgraded reader"
+    );
     assert_eq!(reader.join().unwrap(), 1);
     drop(r);
     assert!(lock.try_write().is_some());
@@ -177,8 +211,14 @@ where
 {
     let lock = Arc::new(RwLock::<R, u32>::new(0));
     let r = lock.read();
-    assert!(lock.try_write_for(Duration::from_millis(5)).is_none(), "writer beside a reader");
-    assert!(lock.try_read().is_some(), "timed-out writer kept readers out");
+    assert!(
+        lock.try_write_for(Duration::from_millis(5)).is_none(),
+        "writer beside a reader"
+    );
+    assert!(
+        lock.try_read().is_some(),
+        "timed-out writer kept readers out"
+    );
     drop(r);
     let w = lock.write();
     let other = {
@@ -190,9 +230,13 @@ where
     };
     assert!(other.join().unwrap(), "reader beside a writer");
     drop(w);
-    let g = lock.try_write_for(PATIENCE).expect("lock stuck after timeouts");
+    let g = lock
+        .try_write_for(PATIENCE)
+        .expect("lock stuck after timeouts");
     drop(g);
-    let g: RwLockReadGuard<'_, R, u32> = lock.try_read_for(PATIENCE).expect("lock stuck after timeouts");
+    let g: RwLockReadGuard<'_, R, u32> = lock
+        .try_read_for(PATIENCE)
+        .expect("lock stuck after timeouts");
     drop(g);
     assert!(!lock.is_locked());
 }
@@ -221,7 +265,9 @@ where
         })
         .collect();
     for _ in 0..writes {
-        *lock.try_write_for(PATIENCE).expect("writer starved by readers") += 1;
+        *lock
+            .try_write_for(PATIENCE)
+            .expect("writer starved by readers") += 1;
     }
     stop.store(true, Ordering::Relaxed);
     for h in handles {

@@ -1,0 +1,291 @@
+//! loom models of cst-mutex: 2-3 threads on 2 virtual nodes.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p cst-mutex --test loom`.
+//! Under loom, parking maps onto a loom-visible parking lot (see `src/sync.rs`)
+//! in which a timed park may time out at any point once queued.
+#![cfg(numa_loom)]
+
+use cst_mutex::{__set_loom_node, __set_loom_spin_rounds, RawCondvar, RawMutex, RawRwLock};
+use lock_api::RawCondvar as _;
+use lock_api::{
+    RawMutex as _, RawMutexFair as _, RawMutexTimed as _, RawRwLock as _, RawRwLockDowngrade as _,
+    RawRwLockUpgrade as _,
+};
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use loom::sync::atomic::Ordering::Relaxed;
+use loom::thread;
+use std::time::Duration;
+
+type Mutex<T> = lock_api::Mutex<RawMutex, T>;
+type RwLock<T> = lock_api::RwLock<RawRwLock, T>;
+
+fn mutex<T>(v: T) -> Mutex<T> {
+    Mutex::from_raw(RawMutex::new(), v)
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    b.check(f);
+}
+
+/// Two threads on two nodes: the loom cell reports any overlap.
+#[test]
+fn mutex_exclusion() {
+    model(|| {
+        let m = Arc::new(mutex(UnsafeCell::new(0u32)));
+        let t = {
+            let m = m.clone();
+            thread::spawn(move || {
+                __set_loom_node(1);
+                let g = m.lock();
+                g.with_mut(|p| unsafe { *p += 1 });
+            })
+        };
+        __set_loom_node(0);
+        {
+            let g = m.lock();
+            g.with_mut(|p| unsafe { *p += 1 });
+        }
+        t.join().unwrap();
+        let g = m.lock();
+        assert_eq!(g.with(|p| unsafe { *p }), 2);
+    });
+}
+
+/// As [`mutex_exclusion`] with the second thread spinning one round before
+/// it parks (active-waiter paths: release to a spinner, wake ahead of need).
+#[test]
+fn mutex_exclusion_with_spinner() {
+    model(|| {
+        let m = Arc::new(mutex(UnsafeCell::new(0u32)));
+        __set_loom_node(0);
+        let g = m.lock();
+        let t = {
+            let m = m.clone();
+            thread::spawn(move || {
+                __set_loom_node(1);
+                __set_loom_spin_rounds(1);
+                let g = m.lock();
+                g.with_mut(|p| unsafe { *p += 1 });
+            })
+        };
+        g.with_mut(|p| unsafe { *p += 1 });
+        drop(g);
+        {
+            let g = m.lock();
+            g.with_mut(|p| unsafe { *p += 1 });
+        }
+        t.join().unwrap();
+        let g = m.lock();
+        assert_eq!(g.with(|p| unsafe { *p }), 3);
+        drop(g);
+        // SAFETY: only reads a counter.
+        assert_eq!(unsafe { m.raw() }.parked_waiters(), 0);
+    });
+}
+
+/// A waiter parks while the holder unlocks: it must be woken (loom reports a
+/// deadlock otherwise), and nothing stays counted as parked.
+#[test]
+fn no_lost_wakeup() {
+    model(|| {
+        let m = Arc::new(mutex(0u32));
+        __set_loom_node(0);
+        let g = m.lock();
+        let t = {
+            let m = m.clone();
+            thread::spawn(move || {
+                __set_loom_node(1);
+                *m.lock() += 1;
+            })
+        };
+        drop(g);
+        t.join().unwrap();
+        assert_eq!(*m.lock(), 1);
+        // SAFETY: only reads a counter.
+        assert_eq!(unsafe { m.raw() }.parked_waiters(), 0);
+    });
+}
+
+/// A timed waiter times out while the holder hands the lock over fairly:
+/// either it got the lock (and releases it) or it left the queue cleanly.
+#[test]
+fn timeout_racing_handoff() {
+    model(|| {
+        let m = Arc::new(RawMutex::new());
+        __set_loom_node(0);
+        let g = m.lock();
+        let t = {
+            let m = m.clone();
+            thread::spawn(move || {
+                __set_loom_node(1);
+                // Far deadline: under loom the park may time out at any point.
+                if let Some(g) = m.try_lock_for(Duration::from_secs(3600)) {
+                    // SAFETY: we hold the lock with state `g`.
+                    unsafe { m.unlock(g) };
+                    true
+                } else {
+                    false
+                }
+            })
+        };
+        // SAFETY: we hold the lock with state `g`.
+        unsafe { m.unlock_fair(g) };
+        t.join().unwrap();
+        assert_eq!(m.parked_waiters(), 0);
+        let g = m
+            .try_lock()
+            .expect("lock left held or queued after a timeout");
+        // SAFETY: we hold the lock with state `g`.
+        unsafe { m.unlock(g) };
+    });
+}
+
+/// Condvar: a notify racing the wait is never lost.
+#[test]
+fn condvar_notify_racing_wait() {
+    model(|| {
+        // (lock_api's `Condvar::new` needs the const `INIT`: use the raw condvar.)
+        let pair = Arc::new((
+            RawMutex::new(),
+            RawCondvar::new(),
+            loom::sync::atomic::AtomicBool::new(false),
+        ));
+        let t = {
+            let pair = pair.clone();
+            thread::spawn(move || {
+                __set_loom_node(1);
+                let g = pair.0.lock();
+                pair.2.store(true, Relaxed);
+                // SAFETY: we hold the mutex with state `g`.
+                unsafe { pair.0.unlock(g) };
+                pair.1.notify_one();
+            })
+        };
+        __set_loom_node(0);
+        let mut g = pair.0.lock();
+        while !pair.2.load(Relaxed) {
+            // SAFETY: we hold `pair.0` with state `g`.
+            unsafe { pair.1.wait(&pair.0, &mut g) };
+        }
+        // SAFETY: we hold the mutex with state `g`.
+        unsafe { pair.0.unlock(g) };
+        t.join().unwrap();
+    });
+}
+
+/// RwLock: a reader and a writer on two nodes never overlap.
+#[test]
+fn rwlock_reader_writer_exclusion() {
+    model(|| {
+        let l = Arc::new(RwLock::from_raw(RawRwLock::new(), UnsafeCell::new(0u32)));
+        let t = {
+            let l = l.clone();
+            thread::spawn(move || {
+                __set_loom_node(1);
+                let g = l.read();
+                g.with(|p| unsafe { *p })
+            })
+        };
+        __set_loom_node(0);
+        {
+            let g = l.write();
+            g.with_mut(|p| unsafe { *p = 1 });
+        }
+        let seen = t.join().unwrap();
+        assert!(seen == 0 || seen == 1);
+        assert!(!l.is_locked());
+    });
+}
+
+/// Upgrade and downgrade beside a reader: the upgraded writer excludes the
+/// reader, the downgraded guard shares with it.
+#[test]
+fn rwlock_upgrade_downgrade() {
+    model(|| {
+        let l = Arc::new(RawRwLock::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        let t = {
+            let (l, cell) = (l.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(1);
+                let g = l.lock_shared();
+                let v = cell.with(|p| unsafe { *p });
+                // SAFETY: we hold a shared acquisition with state `g`.
+                unsafe { l.unlock_shared(g) };
+                v
+            })
+        };
+        __set_loom_node(0);
+        let up = l.lock_upgradable();
+        // SAFETY: `up` is our upgradable acquisition.
+        let w = unsafe { l.upgrade(up) };
+        cell.with_mut(|p| unsafe { *p = 1 });
+        // SAFETY: `w` is our exclusive acquisition.
+        let r = unsafe { l.downgrade(w) };
+        assert_eq!(cell.with(|p| unsafe { *p }), 1);
+        // SAFETY: `r` is our shared acquisition.
+        unsafe { l.unlock_shared(r) };
+        let seen = t.join().unwrap();
+        assert!(seen == 0 || seen == 1);
+        assert!(!l.is_locked());
+    });
+}
+
+/// Two threads of one node contend at once while a third holds the lock:
+/// they race to allocate the node's snode; exactly one snode survives.
+#[test]
+fn snode_allocation_race() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(1);
+    b.check(|| {
+        let m = Arc::new(mutex(0u32));
+        __set_loom_node(1);
+        let g = m.lock();
+        let ts: Vec<_> = (0..2)
+            .map(|_| {
+                let m = m.clone();
+                thread::spawn(move || {
+                    __set_loom_node(0);
+                    *m.lock() += 1;
+                })
+            })
+            .collect();
+        drop(g);
+        for t in ts {
+            t.join().unwrap();
+        }
+        assert_eq!(*m.lock(), 2);
+        // SAFETY: only reads the snode list.
+        let raw = unsafe { m.raw() };
+        assert!(raw.snode_count() <= 2, "duplicate snode for one node");
+    });
+}
+
+/// Dropping a lock that has snodes frees them (no use after free: every
+/// waiter is gone once the last `Arc` drops).
+#[test]
+fn drop_lock_with_snodes() {
+    model(|| {
+        let m = Arc::new(mutex(0u32));
+        __set_loom_node(0);
+        let g = m.lock();
+        let t = {
+            let m = m.clone();
+            thread::spawn(move || {
+                __set_loom_node(1);
+                *m.lock() += 1;
+            })
+        };
+        drop(g);
+        t.join().unwrap();
+        // SAFETY: only reads the snode list.
+        assert!(unsafe { m.raw() }.snode_count() <= 1);
+        drop(m);
+    });
+}
