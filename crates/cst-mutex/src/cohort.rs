@@ -60,6 +60,7 @@ pub(crate) const TOKEN_HANDOFF: UnparkToken = UnparkToken(1);
 /// Bounded spinning rounds before parking: rounds 1-3 pause 2, 4, 8 times,
 /// rounds 4-10 yield the CPU (parking_lot_core's `SpinWait` schedule, which
 /// is about one time-slice-free microsecond of spinning plus 7 yields).
+#[cfg_attr(numa_loom, allow(dead_code))]
 pub(crate) const SPIN_ROUNDS: u32 = 10;
 
 /// [`SPIN_ROUNDS`], or under loom the per-thread value the model chose (0 by

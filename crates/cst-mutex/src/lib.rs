@@ -138,3 +138,6 @@ pub fn __set_loom_node(node: usize) {
 pub fn __set_loom_spin_rounds(rounds: u32) {
     sync::set_loom_spin_rounds(rounds);
 }
+
+#[cfg(all(test, not(numa_loom)))]
+mod tests;

@@ -1,0 +1,125 @@
+//! White-box unit tests (they look at the state word and the snodes).
+
+use crate::cohort::{LOCKED_BIT, parked_count};
+use crate::snode::Snode;
+use crate::sync::Ordering;
+use crate::{ConfigError, Mutex, RawMutex};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::thread;
+use std::time::Duration;
+
+fn state(m: &Mutex<impl Sized>) -> usize {
+    // SAFETY: only reads the state word.
+    unsafe { m.raw() }.cohort.state.load(Ordering::SeqCst)
+}
+
+#[test]
+fn snode_is_two_cache_lines() {
+    assert_eq!(std::mem::size_of::<Snode>(), 128);
+    assert_eq!(std::mem::align_of::<Snode>(), 64);
+    assert_eq!(
+        std::mem::offset_of!(Snode, readers),
+        64,
+        "reader counter not on its own line"
+    );
+}
+
+#[test]
+fn timed_out_waiters_leave_no_trace() {
+    let m = Arc::new(Mutex::new(0u32));
+    let g = m.lock();
+    let hs: Vec<_> = (0..4)
+        .map(|i| {
+            let m = m.clone();
+            thread::spawn(move || {
+                numa_topology::set_current_thread_node(Some(i % 2));
+                m.try_lock_for(Duration::from_millis(20)).is_none()
+            })
+        })
+        .collect();
+    for h in hs {
+        assert!(h.join().unwrap(), "got a held lock");
+    }
+    assert_eq!(state(&m), LOCKED_BIT, "timed-out waiter left bits behind");
+    // SAFETY: only reads the snodes.
+    for s in unsafe { m.raw() }.cohort.snodes.iter() {
+        assert_eq!(s.parked.load(Ordering::SeqCst), 0);
+        assert_eq!(s.spinning.load(Ordering::SeqCst), 0);
+    }
+    drop(g);
+    assert_eq!(state(&m), 0);
+}
+
+/// Parks `per_node` waiters on each of nodes 0 and 1 behind a holder on node
+/// 0, then releases with `unlock_fair` all round; returns the nodes in the
+/// order they got the lock.
+fn fair_handoff_order(per_node: usize) -> Vec<usize> {
+    let m = Arc::new(Mutex::new(()));
+    let order = Arc::new(StdMutex::new(Vec::new()));
+    numa_topology::set_current_thread_node(Some(0));
+    let g = m.lock();
+    let mut hs = Vec::new();
+    // Node 1 queues first: a FIFO lock would serve it first.
+    for node in [1usize, 0] {
+        for _ in 0..per_node {
+            let (m2, order) = (m.clone(), order.clone());
+            hs.push(thread::spawn(move || {
+                numa_topology::set_current_thread_node(Some(node));
+                let g = m2.lock();
+                order.lock().unwrap().push(node);
+                crate::MutexGuard::unlock_fair(g);
+            }));
+            let want = hs.len();
+            // SAFETY: only reads a counter.
+            while unsafe { m.raw() }.parked_waiters() < want {
+                thread::yield_now();
+            }
+        }
+    }
+    crate::MutexGuard::unlock_fair(g);
+    for h in hs {
+        h.join().unwrap();
+    }
+    numa_topology::set_current_thread_node(None);
+    Arc::try_unwrap(order).unwrap().into_inner().unwrap()
+}
+
+// Batch-bound changes are process-wide: one test does all of them in sequence.
+#[test]
+fn cohort_order_and_batch_bound() {
+    // Own node first while its batch lasts, then the next node.
+    assert_eq!(fair_handoff_order(2), [0, 0, 1, 1]);
+    // Batch bound 1: the lock moves to the other node after each handoff.
+    crate::set_batch_bound(1).unwrap();
+    let order = fair_handoff_order(2);
+    crate::set_batch_bound(crate::DEFAULT_BATCH_BOUND).unwrap();
+    assert_eq!(order, [0, 1, 1, 0]);
+}
+
+#[test]
+fn config_rejects_bad_values() {
+    assert_eq!(crate::set_batch_bound(0), Err(ConfigError::ZeroBatchBound));
+    assert_eq!(
+        crate::set_fairness_timeout(Duration::ZERO),
+        Err(ConfigError::FairnessTimeoutOutOfRange(Duration::ZERO))
+    );
+    let huge = Duration::from_secs(u64::MAX);
+    assert_eq!(
+        crate::set_fairness_timeout(huge),
+        Err(ConfigError::FairnessTimeoutOutOfRange(huge))
+    );
+    assert!(
+        ConfigError::ZeroBatchBound
+            .to_string()
+            .contains("batch bound")
+    );
+    assert_eq!(crate::fairness_timeout(), crate::DEFAULT_FAIRNESS_TIMEOUT);
+}
+
+#[test]
+fn parked_count_field() {
+    let m = RawMutex::new();
+    assert_eq!(parked_count(m.cohort.state.load(Ordering::SeqCst)), 0);
+    assert_eq!(m.parked_waiters(), 0);
+    assert_eq!(m.snode_count(), 0);
+}

@@ -1,0 +1,149 @@
+//! A counting global allocator checks that snodes are allocated only on
+//! contention and freed when the lock is dropped. (Its own test binary: it
+//! sets `#[global_allocator]`.)
+#![cfg(not(numa_loom))]
+
+use cst_mutex::{Mutex, RwLock};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+/// Counts live allocations with the snode layout (128 bytes, 64-byte aligned),
+/// which nothing else in these tests allocates.
+struct Counting;
+
+static SNODES_LIVE: AtomicIsize = AtomicIsize::new(0);
+
+fn is_snode(l: Layout) -> bool {
+    l.size() == 128 && l.align() == 64
+}
+
+// SAFETY: forwards to `System`, only counting on the side.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if is_snode(l) {
+            SNODES_LIVE.fetch_add(1, Ordering::SeqCst);
+        }
+        // SAFETY: forwarded contract of `GlobalAlloc::alloc`.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        if is_snode(l) {
+            SNODES_LIVE.fetch_sub(1, Ordering::SeqCst);
+        }
+        // SAFETY: forwarded contract of `GlobalAlloc::dealloc`.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Contends on a lock from `threads` threads over 2 virtual nodes until each
+/// node's threads had to wait at least once.
+fn contend<F: Fn() + Send + Sync + 'static>(threads: usize, f: F) {
+    let f = Arc::new(f);
+    let start = Arc::new(Barrier::new(threads));
+    let hs: Vec<_> = (0..threads)
+        .map(|i| {
+            let (f, start) = (f.clone(), start.clone());
+            thread::spawn(move || {
+                numa_topology::set_current_thread_node(Some(i % 2));
+                start.wait();
+                f();
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+// One test function: the counter is process-wide, parallel tests would mix.
+#[test]
+fn snodes_are_lazy_and_freed() {
+    // Uncontended: no snode.
+    let m = Mutex::new(0u64);
+    for _ in 0..1000 {
+        *m.lock() += 1;
+    }
+    assert!(m.try_lock().is_some());
+    assert_eq!(
+        SNODES_LIVE.load(Ordering::SeqCst),
+        0,
+        "uncontended mutex allocated"
+    );
+    let l = RwLock::new(0u64);
+    for _ in 0..1000 {
+        *l.write() += 1;
+        let _a = l.read();
+        let _b = l.read();
+    }
+    assert_eq!(
+        SNODES_LIVE.load(Ordering::SeqCst),
+        0,
+        "uncontended rwlock allocated"
+    );
+
+    // Contended mutex: snodes appear (at most one per node) and go with the lock.
+    let m = Arc::new(Mutex::new(0u64));
+    let holder = m.lock();
+    let waiting = Arc::new(AtomicBool::new(false));
+    {
+        let (m2, w2) = (m.clone(), waiting.clone());
+        let t = thread::spawn(move || {
+            numa_topology::set_current_thread_node(Some(1));
+            w2.store(true, Ordering::SeqCst);
+            *m2.lock() += 1;
+        });
+        while !waiting.load(Ordering::SeqCst) {
+            thread::yield_now();
+        }
+        // The waiter must allocate its node's snode before it can wait.
+        while SNODES_LIVE.load(Ordering::SeqCst) == 0 {
+            thread::yield_now();
+        }
+        drop(holder);
+        t.join().unwrap();
+    }
+    let m2 = m.clone();
+    contend(8, move || {
+        for _ in 0..2000 {
+            *m2.lock() += 1;
+        }
+    });
+    // SAFETY: only reads the snode count.
+    let n = unsafe { m.raw() }.snode_count();
+    assert!((1..=2).contains(&n), "{n} snodes for 2 nodes");
+    assert_eq!(SNODES_LIVE.load(Ordering::SeqCst), n as isize);
+    drop(m);
+    assert_eq!(
+        SNODES_LIVE.load(Ordering::SeqCst),
+        0,
+        "snodes leaked by a dropped mutex"
+    );
+
+    // Contended rwlock, same.
+    let l = Arc::new(RwLock::new(0u64));
+    let l2 = l.clone();
+    contend(8, move || {
+        for i in 0..2000u64 {
+            if i % 8 == 0 {
+                *l2.write() += 1;
+            } else {
+                std::hint::black_box(*l2.read());
+            }
+        }
+    });
+    // SAFETY: only reads the snode count.
+    let n = unsafe { l.raw() }.snode_count();
+    assert!(n <= 2, "{n} snodes for 2 nodes");
+    assert_eq!(SNODES_LIVE.load(Ordering::SeqCst), n as isize);
+    drop(l);
+    assert_eq!(
+        SNODES_LIVE.load(Ordering::SeqCst),
+        0,
+        "snodes leaked by a dropped rwlock"
+    );
+}
