@@ -25,6 +25,26 @@ fn mutex<T>(v: T) -> Mutex<T> {
     Mutex::from_raw(RawMutex::new(), v)
 }
 
+/// Adds 1 to the cell. loom checks the causality of every access to a
+/// `loom::cell::UnsafeCell`: an access not ordered by the lock panics, which
+/// is what the models test.
+fn bump(c: &UnsafeCell<u32>) {
+    // SAFETY: called only inside the lock under test; loom verifies it.
+    c.with_mut(|p| unsafe { *p += 1 });
+}
+
+/// Sets the cell (see [`bump`]).
+fn set(c: &UnsafeCell<u32>, v: u32) {
+    // SAFETY: called only inside an exclusive section; loom verifies it.
+    c.with_mut(|p| unsafe { *p = v });
+}
+
+/// Reads the cell (see [`bump`]).
+fn get(c: &UnsafeCell<u32>) -> u32 {
+    // SAFETY: called only inside a shared or exclusive section; loom verifies it.
+    c.with(|p| unsafe { *p })
+}
+
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
@@ -43,17 +63,17 @@ fn mutex_exclusion() {
             thread::spawn(move || {
                 __set_loom_node(1);
                 let g = m.lock();
-                g.with_mut(|p| unsafe { *p += 1 });
+                bump(&g);
             })
         };
         __set_loom_node(0);
         {
             let g = m.lock();
-            g.with_mut(|p| unsafe { *p += 1 });
+            bump(&g);
         }
         t.join().unwrap();
         let g = m.lock();
-        assert_eq!(g.with(|p| unsafe { *p }), 2);
+        assert_eq!(get(&g), 2);
     });
 }
 
@@ -71,18 +91,18 @@ fn mutex_exclusion_with_spinner() {
                 __set_loom_node(1);
                 __set_loom_spin_rounds(1);
                 let g = m.lock();
-                g.with_mut(|p| unsafe { *p += 1 });
+                bump(&g);
             })
         };
-        g.with_mut(|p| unsafe { *p += 1 });
+        bump(&g);
         drop(g);
         {
             let g = m.lock();
-            g.with_mut(|p| unsafe { *p += 1 });
+            bump(&g);
         }
         t.join().unwrap();
         let g = m.lock();
-        assert_eq!(g.with(|p| unsafe { *p }), 3);
+        assert_eq!(get(&g), 3);
         drop(g);
         // SAFETY: only reads a counter.
         assert_eq!(unsafe { m.raw() }.parked_waiters(), 0);
@@ -189,13 +209,13 @@ fn rwlock_reader_writer_exclusion() {
             thread::spawn(move || {
                 __set_loom_node(1);
                 let g = l.read();
-                g.with(|p| unsafe { *p })
+                get(&g)
             })
         };
         __set_loom_node(0);
         {
             let g = l.write();
-            g.with_mut(|p| unsafe { *p = 1 });
+            set(&g, 1);
         }
         let seen = t.join().unwrap();
         assert!(seen == 0 || seen == 1);
@@ -215,7 +235,7 @@ fn rwlock_upgrade_downgrade() {
             thread::spawn(move || {
                 __set_loom_node(1);
                 let g = l.lock_shared();
-                let v = cell.with(|p| unsafe { *p });
+                let v = get(&cell);
                 // SAFETY: we hold a shared acquisition with state `g`.
                 unsafe { l.unlock_shared(g) };
                 v
@@ -225,10 +245,10 @@ fn rwlock_upgrade_downgrade() {
         let up = l.lock_upgradable();
         // SAFETY: `up` is our upgradable acquisition.
         let w = unsafe { l.upgrade(up) };
-        cell.with_mut(|p| unsafe { *p = 1 });
+        set(&cell, 1);
         // SAFETY: `w` is our exclusive acquisition.
         let r = unsafe { l.downgrade(w) };
-        assert_eq!(cell.with(|p| unsafe { *p }), 1);
+        assert_eq!(get(&cell), 1);
         // SAFETY: `r` is our shared acquisition.
         unsafe { l.unlock_shared(r) };
         let seen = t.join().unwrap();
