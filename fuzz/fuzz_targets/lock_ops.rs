@@ -1,0 +1,554 @@
+//! Fuzz target `lock_ops`: the input is a program of lock operations run by
+//! 2 to 4 threads against one fresh lock, checked against a model of what the
+//! lock must allow.
+//!
+//! # Input format
+//! * byte 0: the lock (`% 6`): numa-spin CNA, numa-spin queued, cst-mutex
+//!   `Mutex` + `Condvar`, cst-mutex `RwLock`, and parking_lot's `Mutex` +
+//!   `Condvar` and `RwLock` as baselines for the harness itself;
+//! * byte 1: thread count, `2 + byte % 3`;
+//! * every further byte is one operation; byte `i` goes to thread `i % n`
+//!   (at most [`MAX_OPS_PER_THREAD`] per thread). Its low 5 bits pick the
+//!   operation among those valid in the thread's current state (holding
+//!   nothing, exclusive, shared or upgradable), its high 3 bits are the
+//!   operation's parameter `p` (timeouts `p x 20 us`, sleeps `p x 10 us`,
+//!   `p` yields).
+//!
+//! # The model
+//! The protected structure and its checks are the torture test's
+//! (`benches/tests/torture/shared.rs`): no two exclusive holders, no reader or
+//! upgradable holder beside a writer, at most one upgradable holder, the words
+//! never torn, and at the end every thread's updates present and the lock free.
+//! A failed timed acquisition must not return before its timeout.
+//!
+//! # Termination
+//! A thread only blocks when it holds nothing, or inside operations that
+//! release first (`bump`, condvar waits, which have timeouts) or that wait for
+//! readers to leave (`upgrade`): readers never block while holding. Programs
+//! are finite and each thread releases what it holds at its end, so every run
+//! ends; a lock that deadlocks shows up as a libFuzzer timeout.
+#![no_main]
+
+#[allow(dead_code)]
+#[path = "../../benches/tests/torture/shared.rs"]
+mod shared;
+
+use std::marker::PhantomData;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use libfuzzer_sys::fuzz_target;
+use lock_api::{
+    Condvar, Mutex, MutexGuard, RawCondvarTimed, RawMutex, RawMutexFair, RawMutexTimed,
+    RawRwLockUpgradeDowngrade, RawRwLockUpgradeFair, RawRwLockUpgradeTimed, RwLock,
+    RwLockReadGuard, RwLockUpgradableReadGuard, RwLockWriteGuard,
+};
+use shared::{Checker, Shared, Worker};
+
+/// Upper bound on one thread's program.
+const MAX_OPS_PER_THREAD: usize = 64;
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 2 {
+        return;
+    }
+    let threads = 2 + usize::from(data[1] % 3);
+    let mut programs = vec![Vec::new(); threads];
+    for (i, &b) in data[2..].iter().enumerate() {
+        let p = &mut programs[i % threads];
+        if p.len() < MAX_OPS_PER_THREAD {
+            p.push(b);
+        }
+    }
+    match data[0] % 6 {
+        0 => run_mutex(
+            &MutexUnderTest::<NoCondvar<numa_spin::RawMutex>>::new(),
+            &programs,
+        ),
+        1 => run_mutex(
+            &MutexUnderTest::<NoCondvar<numa_spin::RawQueuedMutex>>::new(),
+            &programs,
+        ),
+        2 => run_mutex(
+            &MutexUnderTest::<WithCondvar<cst_mutex::RawCondvar>>::new(),
+            &programs,
+        ),
+        3 => run_rwlock::<cst_mutex::RawRwLock>(&programs),
+        4 => run_mutex(
+            &MutexUnderTest::<WithCondvar<parking_lot::RawCondvar>>::new(),
+            &programs,
+        ),
+        _ => run_rwlock::<parking_lot::RawRwLock>(&programs),
+    }
+});
+
+/// The parameter of an operation byte as a duration of `p x unit_us` us.
+fn micros(p: u8, unit_us: u64) -> Duration {
+    Duration::from_micros(u64::from(p) * unit_us)
+}
+
+/// `p` yields, or a sleep of `p x 10` us when `p` is odd.
+fn pause(p: u8) {
+    if p % 2 == 1 {
+        thread::sleep(micros(p, 10));
+    } else {
+        for _ in 0..p {
+            thread::yield_now();
+        }
+    }
+}
+
+/// A failed timed acquisition must not return before its timeout.
+fn check_timeout(w: &Worker<'_>, what: &str, start: Instant, timeout: Duration) {
+    let waited = start.elapsed();
+    if waited < timeout {
+        w.violation(format_args!(
+            "{what}: gave up after {waited:?} < timeout {timeout:?}"
+        ));
+    }
+}
+
+/// Panics (a libFuzzer crash) with the model's violations, if any.
+fn report(name: &str, checker: &Checker) {
+    if checker.count() > 0 {
+        panic!(
+            "{name}: {} model violations: {}",
+            checker.count(),
+            checker.first().unwrap_or_default()
+        );
+    }
+}
+
+/// Runs one program per thread, each as a [`Worker`] with id `1..=n`.
+fn run_threads(
+    checker: &Checker,
+    programs: &[Vec<u8>],
+    body: impl Fn(&mut Worker<'_>, &[u8]) + Sync,
+) -> u64 {
+    thread::scope(|s| {
+        let handles: Vec<_> = programs
+            .iter()
+            .enumerate()
+            .map(|(i, prog)| {
+                let body = &body;
+                s.spawn(move || {
+                    let mut w = Worker::new(i + 1, 0x1234_5678 + i as u64, checker);
+                    body(&mut w, prog);
+                    numa_topology::set_current_thread_node(None);
+                    w.stats.increments
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker panicked"))
+            .sum()
+    })
+}
+
+// ---------------------------------------------------------------- mutexes
+
+/// What a mutex under test offers beyond `RawMutex + RawMutexFair`.
+trait MutexKind: Sync + Sized {
+    /// The raw mutex.
+    type R: RawMutex + RawMutexFair + Send + Sync;
+    /// Label in failure messages.
+    fn name() -> &'static str;
+    fn new() -> Self;
+    /// `try_lock_for` if the lock is timed, else `try_lock`.
+    fn try_lock_for<'a>(
+        m: &'a Mutex<Self::R, Shared>,
+        w: &Worker<'_>,
+        timeout: Duration,
+    ) -> Option<MutexGuard<'a, Self::R, Shared>>;
+    /// A condvar wait with a timeout if there is a condvar, else the guard is
+    /// unlocked for the timeout (`MutexGuard::unlocked`).
+    fn wait_for(&self, g: &mut MutexGuard<'_, Self::R, Shared>, timeout: Duration);
+    /// `notify_one` / `notify_all` if there is a condvar.
+    fn notify(&self, all: bool);
+}
+
+/// A mutex without timed locking or condvar (the numa-spin locks).
+struct NoCondvar<R>(PhantomData<fn() -> R>);
+
+impl<R: RawMutex + RawMutexFair + Send + Sync> MutexKind for NoCondvar<R> {
+    type R = R;
+    fn name() -> &'static str {
+        std::any::type_name::<R>()
+    }
+    fn new() -> Self {
+        NoCondvar(PhantomData)
+    }
+    fn try_lock_for<'a>(
+        m: &'a Mutex<R, Shared>,
+        _: &Worker<'_>,
+        _: Duration,
+    ) -> Option<MutexGuard<'a, R, Shared>> {
+        m.try_lock()
+    }
+    fn wait_for(&self, g: &mut MutexGuard<'_, R, Shared>, timeout: Duration) {
+        MutexGuard::unlocked(g, || thread::sleep(timeout));
+    }
+    fn notify(&self, _: bool) {}
+}
+
+/// A timed mutex with a condvar bound to it.
+struct WithCondvar<C: RawCondvarTimed>(Condvar<C>)
+where
+    C::RawMutex: RawMutexTimed;
+
+impl<C> MutexKind for WithCondvar<C>
+where
+    C: RawCondvarTimed + Sync,
+    C::RawMutex: RawMutexTimed<Duration = Duration> + RawMutexFair + Send + Sync,
+{
+    type R = C::RawMutex;
+    fn name() -> &'static str {
+        std::any::type_name::<C>()
+    }
+    fn new() -> Self {
+        WithCondvar(Condvar::new())
+    }
+    fn try_lock_for<'a>(
+        m: &'a Mutex<C::RawMutex, Shared>,
+        w: &Worker<'_>,
+        timeout: Duration,
+    ) -> Option<MutexGuard<'a, C::RawMutex, Shared>> {
+        let start = Instant::now();
+        let g = m.try_lock_for(timeout);
+        if g.is_none() {
+            check_timeout(w, "try_lock_for", start, timeout);
+        }
+        g
+    }
+    fn wait_for(&self, g: &mut MutexGuard<'_, C::RawMutex, Shared>, timeout: Duration) {
+        self.0.wait_for(g, timeout);
+    }
+    fn notify(&self, all: bool) {
+        if all {
+            self.0.notify_all();
+        } else {
+            self.0.notify_one();
+        }
+    }
+}
+
+struct MutexUnderTest<K: MutexKind> {
+    mutex: Mutex<K::R, Shared>,
+    kind: K,
+}
+
+impl<K: MutexKind> MutexUnderTest<K> {
+    fn new() -> Self {
+        MutexUnderTest {
+            mutex: Mutex::new(Shared::new()),
+            kind: K::new(),
+        }
+    }
+}
+
+/// Runs the mutex programs, then checks the lock is free and no update was lost.
+fn run_mutex<K: MutexKind>(l: &MutexUnderTest<K>, programs: &[Vec<u8>]) {
+    let checker = Checker::new();
+    let total = run_threads(&checker, programs, |w, prog| mutex_program(l, w, prog));
+    let final_worker = Worker::new(programs.len() + 1, 0, &checker);
+    match l.mutex.try_lock() {
+        Some(g) => {
+            let v = g.check_consistent(&final_worker, "final");
+            if v != total {
+                final_worker.violation(format_args!("lost updates: {v} of {total}"));
+            }
+        }
+        None => final_worker.violation(format_args!("lock held after every thread finished")),
+    }
+    numa_topology::set_current_thread_node(None);
+    report(K::name(), &checker);
+}
+
+fn mutex_program<K: MutexKind>(l: &MutexUnderTest<K>, w: &mut Worker<'_>, prog: &[u8]) {
+    let m = &l.mutex;
+    let mut held: Option<MutexGuard<'_, K::R, Shared>> = None;
+    for &b in prog {
+        let (op, p) = (b & 31, b >> 5);
+        held = match held {
+            None => match op % 6 {
+                0 => Some(m.lock()),
+                1 => m.try_lock(),
+                2 => K::try_lock_for(m, w, micros(p, 20)),
+                3 => {
+                    l.kind.notify(p % 2 == 1);
+                    None
+                }
+                _ => {
+                    pause(p);
+                    None
+                }
+            }
+            .inspect(|g| g.enter_exclusive(w, "acquire")),
+            Some(mut g) => match op % 8 {
+                0 | 7 => {
+                    g.update(w, "update");
+                    Some(g)
+                }
+                1 => {
+                    g.exit_exclusive(w, "unlock");
+                    None
+                }
+                2 => {
+                    g.exit_exclusive(w, "unlock_fair");
+                    MutexGuard::unlock_fair(g);
+                    None
+                }
+                3 => {
+                    g.exit_exclusive(w, "bump");
+                    MutexGuard::bump(&mut g);
+                    g.enter_exclusive(w, "bump");
+                    Some(g)
+                }
+                4 => {
+                    g.exit_exclusive(w, "wait");
+                    l.kind
+                        .wait_for(&mut g, micros(p, 20) + Duration::from_micros(1));
+                    g.enter_exclusive(w, "wait");
+                    Some(g)
+                }
+                5 => {
+                    w.migrate();
+                    Some(g)
+                }
+                _ => {
+                    pause(p);
+                    g.check_consistent(w, "hold");
+                    Some(g)
+                }
+            },
+        };
+    }
+    if let Some(g) = held {
+        g.exit_exclusive(w, "final unlock");
+    }
+}
+
+// ---------------------------------------------------------------- rwlocks
+
+enum Held<'a, R: RawRwLockUpgradeDowngrade> {
+    No,
+    Sh(RwLockReadGuard<'a, R, Shared>),
+    Ex(RwLockWriteGuard<'a, R, Shared>),
+    Up(RwLockUpgradableReadGuard<'a, R, Shared>),
+}
+
+/// Runs the reader-writer programs, then checks the lock is free and no
+/// update was lost.
+fn run_rwlock<R>(programs: &[Vec<u8>])
+where
+    R: RawRwLockUpgradeFair
+        + RawRwLockUpgradeDowngrade
+        + RawRwLockUpgradeTimed<Duration = Duration>
+        + Send
+        + Sync,
+{
+    let l = RwLock::<R, Shared>::new(Shared::new());
+    let checker = Checker::new();
+    let total = run_threads(&checker, programs, |w, prog| rwlock_program(&l, w, prog));
+    let final_worker = Worker::new(programs.len() + 1, 0, &checker);
+    match l.try_write() {
+        Some(g) => {
+            let v = g.check_consistent(&final_worker, "final");
+            if v != total {
+                final_worker.violation(format_args!("lost updates: {v} of {total}"));
+            }
+        }
+        None => final_worker.violation(format_args!("lock held after every thread finished")),
+    }
+    numa_topology::set_current_thread_node(None);
+    report(std::any::type_name::<R>(), &checker);
+}
+
+fn rwlock_program<R>(l: &RwLock<R, Shared>, w: &mut Worker<'_>, prog: &[u8])
+where
+    R: RawRwLockUpgradeFair
+        + RawRwLockUpgradeDowngrade
+        + RawRwLockUpgradeTimed<Duration = Duration>,
+{
+    let mut held = Held::No;
+    for &b in prog {
+        let (op, p) = (b & 31, b >> 5);
+        let timeout = micros(p, 20);
+        held = match held {
+            Held::No => {
+                let start = Instant::now();
+                match op % 10 {
+                    0 => Some(Held::Ex(l.write())),
+                    1 => Some(Held::Sh(l.read())),
+                    2 => Some(Held::Up(l.upgradable_read())),
+                    3 => l.try_write().map(Held::Ex),
+                    4 => l.try_read().map(Held::Sh),
+                    5 => l.try_upgradable_read().map(Held::Up),
+                    6 => l.try_write_for(timeout).map(Held::Ex).or_else(|| {
+                        check_timeout(w, "try_write_for", start, timeout);
+                        None
+                    }),
+                    7 => l.try_read_for(timeout).map(Held::Sh).or_else(|| {
+                        check_timeout(w, "try_read_for", start, timeout);
+                        None
+                    }),
+                    8 => l
+                        .try_upgradable_read_for(timeout)
+                        .map(Held::Up)
+                        .or_else(|| {
+                            check_timeout(w, "try_upgradable_read_for", start, timeout);
+                            None
+                        }),
+                    _ => {
+                        pause(p);
+                        None
+                    }
+                }
+                .map_or(Held::No, |h| {
+                    match &h {
+                        Held::Ex(g) => g.enter_exclusive(w, "acquire"),
+                        Held::Sh(g) => g.enter_shared(w, "acquire"),
+                        Held::Up(g) => g.enter_upgradable(w, "acquire"),
+                        Held::No => {}
+                    }
+                    h
+                })
+            }
+            Held::Ex(mut g) => match op % 8 {
+                0 | 7 => {
+                    g.update(w, "update");
+                    Held::Ex(g)
+                }
+                1 => {
+                    g.exit_exclusive(w, "unlock");
+                    Held::No
+                }
+                2 => {
+                    g.exit_exclusive(w, "unlock_fair");
+                    RwLockWriteGuard::unlock_fair(g);
+                    Held::No
+                }
+                3 => {
+                    g.exit_exclusive(w, "bump");
+                    RwLockWriteGuard::bump(&mut g);
+                    g.enter_exclusive(w, "bump");
+                    Held::Ex(g)
+                }
+                4 => {
+                    g.exit_exclusive(w, "downgrade");
+                    let r = RwLockWriteGuard::downgrade(g);
+                    r.enter_shared(w, "downgrade");
+                    Held::Sh(r)
+                }
+                5 => {
+                    g.exit_exclusive(w, "downgrade_to_upgradable");
+                    let u = RwLockWriteGuard::downgrade_to_upgradable(g);
+                    u.enter_upgradable(w, "downgrade_to_upgradable");
+                    Held::Up(u)
+                }
+                _ => {
+                    w.migrate();
+                    pause(p);
+                    Held::Ex(g)
+                }
+            },
+            Held::Sh(mut g) => match op % 6 {
+                0 => {
+                    g.check_consistent(w, "read");
+                    Held::Sh(g)
+                }
+                1 => {
+                    g.exit_shared(w, "unlock_shared");
+                    Held::No
+                }
+                2 => {
+                    g.exit_shared(w, "unlock_shared_fair");
+                    RwLockReadGuard::unlock_fair(g);
+                    Held::No
+                }
+                3 => {
+                    g.exit_shared(w, "bump_shared");
+                    RwLockReadGuard::bump(&mut g);
+                    g.enter_shared(w, "bump_shared");
+                    Held::Sh(g)
+                }
+                4 => {
+                    w.migrate();
+                    Held::Sh(g)
+                }
+                _ => {
+                    pause(p);
+                    g.check_consistent(w, "read");
+                    Held::Sh(g)
+                }
+            },
+            Held::Up(mut u) => match op % 9 {
+                0 => {
+                    u.check_consistent(w, "upgradable read");
+                    Held::Up(u)
+                }
+                1 => {
+                    u.exit_upgradable(w, "unlock_upgradable");
+                    Held::No
+                }
+                2 => {
+                    u.exit_upgradable(w, "unlock_upgradable_fair");
+                    RwLockUpgradableReadGuard::unlock_fair(u);
+                    Held::No
+                }
+                3 => {
+                    u.exit_upgradable(w, "bump_upgradable");
+                    RwLockUpgradableReadGuard::bump(&mut u);
+                    u.enter_upgradable(w, "bump_upgradable");
+                    Held::Up(u)
+                }
+                4 => {
+                    let g = RwLockUpgradableReadGuard::upgrade(u);
+                    g.exit_upgradable(w, "upgrade");
+                    g.enter_exclusive(w, "upgrade");
+                    Held::Ex(g)
+                }
+                5 => match RwLockUpgradableReadGuard::try_upgrade(u) {
+                    Ok(g) => {
+                        g.exit_upgradable(w, "try_upgrade");
+                        g.enter_exclusive(w, "try_upgrade");
+                        Held::Ex(g)
+                    }
+                    Err(u) => Held::Up(u),
+                },
+                6 => {
+                    let start = Instant::now();
+                    match RwLockUpgradableReadGuard::try_upgrade_for(u, timeout) {
+                        Ok(g) => {
+                            g.exit_upgradable(w, "try_upgrade_for");
+                            g.enter_exclusive(w, "try_upgrade_for");
+                            Held::Ex(g)
+                        }
+                        Err(u) => {
+                            check_timeout(w, "try_upgrade_for", start, timeout);
+                            Held::Up(u)
+                        }
+                    }
+                }
+                7 => {
+                    u.exit_upgradable(w, "downgrade_upgradable");
+                    let r = RwLockUpgradableReadGuard::downgrade(u);
+                    r.enter_shared(w, "downgrade_upgradable");
+                    Held::Sh(r)
+                }
+                _ => {
+                    w.migrate();
+                    pause(p);
+                    Held::Up(u)
+                }
+            },
+        };
+    }
+    match held {
+        Held::No => {}
+        Held::Sh(g) => g.exit_shared(w, "final unlock"),
+        Held::Ex(g) => g.exit_exclusive(w, "final unlock"),
+        Held::Up(u) => u.exit_upgradable(w, "final unlock"),
+    }
+}
