@@ -242,7 +242,10 @@ impl Cohort {
         let validate = || {
             let mut s = self.state.load(Ordering::Relaxed);
             loop {
-                if s & LOCKED_BIT == 0 {
+                // Not parking on a free lock is what prevents lost wake-ups; a
+                // full parked counter (2^29 - 1 threads on 64-bit) makes us
+                // spin and yield instead.
+                if s & LOCKED_BIT == 0 || s & PARKED_MASK == PARKED_MASK {
                     return false;
                 }
                 // Count ourselves in the snode first: an unlocker that reads the

@@ -18,13 +18,14 @@
 //!   node contends and freed when the lock is dropped; an uncontended lock is
 //!   two words and allocates nothing;
 //! * **spin, then park**: a waiter spins (about 1 us of pauses, then up to 7
-//!   yields) as its node's *active waiter* while the lock is likely to come soon;
-//!   other waiters of the node, and every waiter once the lock has at least as
-//!   many parked waiters as the machine has CPUs, park at once. The unlocker
-//!   releases to an active waiter before waking a parked one, and wakes a parked
-//!   waiter ahead of need so the node has an active waiter for the next round
-//!   (seed 001: strict handoff to a thread that is not running wastes its time
-//!   slice);
+//!   yields) as an *active waiter* while the lock is likely to come soon, and
+//!   parks after that bounded spin, or at once when the lock already has at
+//!   least as many parked waiters as the machine has CPUs
+//!   ([`std::thread::available_parallelism`], cached). The unlocker releases to
+//!   an active waiter (running, so no wake-up latency) before it wakes a parked
+//!   one, and when the last active waiter is about to take the lock it wakes a
+//!   parked waiter ahead of need to spin for the next round (seed 001: strict
+//!   handoff to a thread that is not running wastes its time slice);
 //! * **never idle while a running thread wants it**: without an owed handoff the
 //!   unlock releases the lock (barging) and wakes one parked waiter to compete;
 //! * **eventual fairness** (`parking_lot`'s): a parked waiter whose node has
@@ -47,12 +48,16 @@
 //! # Fairness and starvation
 //!
 //! Mutex (and the writer side of the rwlock): barging, so a running thread can
-//! take a free lock ahead of parked waiters; within a node waiters are woken in
-//! FIFO order (the parking-lot queue); across nodes the lock moves after at most
-//! [`batch_bound`] consecutive wake-ups on one node; and once per
-//! [`fairness_timeout`] per node a parked waiter gets a direct handoff, which
-//! bounds how long a barging stream can starve it. `unlock_fair` always hands
-//! off.
+//! take a free lock ahead of parked waiters; within a node parked waiters are
+//! woken in FIFO order (the parking-lot queue of the node's snode); across nodes
+//! the lock moves to the next node with parked waiters after at most
+//! [`batch_bound`] consecutive wake-ups or handoffs on one node, so no node
+//! starves; and once per [`fairness_timeout`] per node a parked waiter gets a
+//! direct handoff, which bounds how long a barging stream can starve it.
+//! `unlock_fair` always hands off (to the unlocker's node while its batch lasts,
+//! then to the next node). Active (spinning) waiters of any node compete for a
+//! released lock; the NUMA ordering applies to the parked waiters, which are
+//! most waiters on an oversubscribed machine.
 //!
 //! # RwLock policy
 //!
@@ -67,10 +72,12 @@
 //! * `size_of::<Mutex<()>>()` = `size_of::<RwLock<()>>()` = 16 bytes,
 //!   `size_of::<Condvar>()` = 8 bytes (64-bit targets).
 //! * Each node that has contended adds one 128-byte snode (2 cache lines: the
-//!   waiter state, then the reader counter on its own line). A contended lock on
-//!   an N-node machine costs at most 16 + 128 N bytes (N = 2: 272 bytes, N = 8:
-//!   1040 bytes), against ~1.6 KB for an eagerly allocated cohort lock, and only
-//!   while it lives. Parked threads use `parking_lot_core`'s global table.
+//!   waiter state, then the reader counter on its own line; the same snode type
+//!   serves the mutex and the rwlock). A contended lock on an N-node machine
+//!   costs at most 16 + 128 N bytes (N = 2: 272 bytes, N = 8: 1040 bytes) plus
+//!   the allocator's overhead, against ~1.6 KB for an eagerly allocated cohort
+//!   lock, and only until the lock is dropped. Parked threads use
+//!   `parking_lot_core`'s global table (per thread, not per lock).
 //!
 //! # Examples
 //!
@@ -93,7 +100,17 @@
 //!
 //! None. The crate builds with `--cfg numa_loom` for the loom models
 //! (`tests/loom.rs`); then the `INIT`/`const fn new` constructors are replaced
-//! by non-`const` ones.
+//! by non-`const` ones (`RawMutex::INIT` and friends fail to compile; use
+//! `RawMutex::new()` with `lock_api::Mutex::from_raw`).
+//!
+//! # Limits
+//!
+//! The state word packs counters: on 64-bit targets up to 2^29 - 1 threads
+//! parked per lock (more waiters yield instead of parking) and 2^32 - 1
+//! fast-path readers (more readers register on their node's counter); on
+//! 32-bit targets 8191 and 65535. Threads are not pinned: a thread that migrates between
+//! nodes is served as a member of the node it queued on (a stale node costs
+//! performance, never correctness).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -3,7 +3,7 @@
 //! which instantiates them as `#[test]`s.
 //!
 //! Every function panics (fails the test) on a violation. Waits that would hang
-//! on a broken condvar are bounded by [`PATIENCE`](crate::rwlock::PATIENCE);
+//! on a broken condvar are bounded by [`crate::rwlock::PATIENCE`];
 //! the only time check is the contract's lower bound (a timed-out wait must not
 //! return before its timeout).
 
