@@ -320,6 +320,20 @@ impl Cohort {
             if node == UNKNOWN_NODE {
                 node = sync::current_node();
             }
+            // Eventual fairness also while active waiters keep the lock busy:
+            // every few releases, check whether the next node's parked waiter is
+            // owed a direct handoff (its fairness deadline passed).
+            if !fair
+                && config::fairness_tick()
+                && let Some(target) = self.pick_target(node)
+                && config::fairness_due(target)
+            {
+                if self.wake_one(target, true, true) {
+                    return;
+                }
+                s = self.state.load(Ordering::Acquire);
+                continue;
+            }
             if !fair && self.active_waiters().is_some() {
                 // Hand to a running waiter: just release (one RMW, no wake-up).
                 self.state.fetch_and(!LOCKED_BIT, Ordering::Release);
