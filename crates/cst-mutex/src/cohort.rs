@@ -8,7 +8,8 @@
 //! | 0 | `LOCKED_BIT` | the (writer) lock is held |
 //! | 1 | `WRITER_BIT` | `RawRwLock` only: a writer holds or drains the lock; readers wait |
 //! | 2 | `READERS_PARKED_BIT` | `RawRwLock` only: readers are parked on the lock |
-//! | 3 .. `HALF` | parked count | threads parked on some snode of this lock |
+//! | 3 | `NODE_READERS_BIT` | `RawRwLock` only: readers have used snode counters (sticky) |
+//! | 4 .. `HALF` | parked count | threads parked on some snode of this lock |
 //! | `HALF` .. | fast readers | `RawRwLock` only: readers counted in the word itself |
 //!
 //! `HALF` is half the word (32 on 64-bit targets). The parked count is exact:
@@ -46,9 +47,10 @@ use std::time::Instant;
 pub(crate) const LOCKED_BIT: usize = 1;
 pub(crate) const WRITER_BIT: usize = 2;
 pub(crate) const READERS_PARKED_BIT: usize = 4;
-pub(crate) const PARKED_ONE: usize = 8;
+pub(crate) const NODE_READERS_BIT: usize = 8;
+pub(crate) const PARKED_ONE: usize = 16;
 pub(crate) const HALF: u32 = usize::BITS / 2;
-pub(crate) const PARKED_MASK: usize = ((1usize << HALF) - 1) & !7;
+pub(crate) const PARKED_MASK: usize = ((1usize << HALF) - 1) & !15;
 pub(crate) const READER_ONE: usize = 1usize << HALF;
 pub(crate) const READER_MASK: usize = !((1usize << HALF) - 1);
 

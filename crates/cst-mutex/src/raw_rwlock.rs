@@ -25,8 +25,8 @@
 //! the same line. The shared guard remembers which counter it used.
 
 use crate::cohort::{
-    Cohort, LOCKED_BIT, READER_MASK, READER_ONE, READERS_PARKED_BIT, TOKEN_HANDOFF, TOKEN_NORMAL,
-    UNKNOWN_NODE, WRITER_BIT, spin_round, spin_rounds,
+    Cohort, LOCKED_BIT, NODE_READERS_BIT, READER_MASK, READER_ONE, READERS_PARKED_BIT,
+    TOKEN_HANDOFF, TOKEN_NORMAL, UNKNOWN_NODE, WRITER_BIT, spin_round, spin_rounds,
 };
 use crate::snode::Snode;
 use crate::sync::{self, Ordering, ParkResult, ParkToken, fence};
@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 /// batches, barging, eventual fairness); readers that waited for a writer are
 /// all admitted when it leaves, before the next writer.
 pub struct RawRwLock {
-    cohort: Cohort,
+    pub(crate) cohort: Cohort,
 }
 
 /// Shared guard state: which reader counter this reader registered on (the
@@ -130,7 +130,15 @@ impl RawRwLock {
 
     /// Registers on `snode`'s counter if no writer is in; on failure leaves
     /// again (waking a draining writer if we were the last reader).
-    fn try_shared_node(&self, snode: &Snode) -> bool {
+    pub(crate) fn try_shared_node(&self, snode: &Snode) -> bool {
+        // Once readers count outside the state word, a state of 0 no longer
+        // means "no reader": the sticky bit sends writers to the draining
+        // slow path (the fast path CASes from exactly 0).
+        if self.cohort.state.load(Ordering::Relaxed) & NODE_READERS_BIT == 0 {
+            self.cohort
+                .state
+                .fetch_or(NODE_READERS_BIT, Ordering::Relaxed);
+        }
         snode.readers.count.fetch_add(1, Ordering::Relaxed);
         // Dekker with `become_writer`: counter store, fence, state load here;
         // `WRITER_BIT` store, fence, counter loads there.

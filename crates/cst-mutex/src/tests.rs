@@ -123,3 +123,26 @@ fn parked_count_field() {
     assert_eq!(m.parked_waiters(), 0);
     assert_eq!(m.snode_count(), 0);
 }
+
+/// Regression (found by the fuzz target): a reader registered on an snode
+/// counter is invisible in the state word; a writer's fast path (CAS from 0)
+/// must not let the writer in beside it.
+#[test]
+fn writer_fast_path_sees_node_readers() {
+    use lock_api::RawRwLock as _;
+    let l = crate::RawRwLock::new();
+    let snode = l.cohort.snodes.get_or_insert(1);
+    assert!(l.try_shared_node(snode));
+    assert!(
+        l.try_lock_exclusive().is_none(),
+        "writer beside a node reader"
+    );
+    assert!(l.is_locked());
+    snode.readers.count.fetch_sub(1, Ordering::SeqCst);
+    let g = l
+        .try_lock_exclusive()
+        .expect("writer shut out with no reader");
+    // SAFETY: `g` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(g) };
+    assert!(!l.is_locked());
+}

@@ -223,6 +223,36 @@ fn rwlock_reader_writer_exclusion() {
     });
 }
 
+/// Two readers race for the state-word counter, so one of them registers on
+/// its node's snode counter, which the state word does not show; a writer
+/// must still wait for it.
+#[test]
+fn rwlock_node_reader_vs_writer() {
+    model(|| {
+        let l = Arc::new(RwLock::from_raw(RawRwLock::new(), UnsafeCell::new(0u32)));
+        let readers: Vec<_> = (0..2)
+            .map(|node| {
+                let l = l.clone();
+                thread::spawn(move || {
+                    __set_loom_node(node);
+                    let g = l.read();
+                    get(&g)
+                })
+            })
+            .collect();
+        __set_loom_node(0);
+        {
+            let g = l.write();
+            set(&g, 1);
+        }
+        for r in readers {
+            let seen = r.join().unwrap();
+            assert!(seen == 0 || seen == 1);
+        }
+        assert!(!l.is_locked());
+    });
+}
+
 /// Upgrade and downgrade beside a reader: the upgraded writer excludes the
 /// reader, the downgraded guard shares with it.
 #[test]
