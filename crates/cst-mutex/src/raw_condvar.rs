@@ -21,6 +21,24 @@ use std::time::{Duration, Instant};
 ///
 /// Waiting with two different mutexes at the same time on one condvar panics
 /// (before the mutex is released).
+///
+/// # Examples
+///
+/// Usually through [`Condvar`](crate::Condvar); raw use:
+///
+/// ```
+/// use cst_mutex::{RawCondvar, RawMutex};
+/// use lock_api::{RawCondvar as _, RawCondvarTimed as _, RawMutex as _};
+/// use std::time::Duration;
+///
+/// let (m, cv) = (RawMutex::new(), RawCondvar::new());
+/// let mut g = m.lock();
+/// // SAFETY: we hold `m` with state `g`; nobody notifies, so it times out.
+/// let timed_out = unsafe { cv.wait_for(&m, &mut g, &Duration::from_millis(1)) };
+/// assert!(timed_out && m.is_locked());
+/// // SAFETY: `g` is the state of our (re-)acquisition.
+/// unsafe { m.unlock(g) };
+/// ```
 pub struct RawCondvar {
     /// The mutex the current waiters use; null when nobody waits.
     mutex: AtomicPtr<RawMutex>,

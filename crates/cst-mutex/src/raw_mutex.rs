@@ -18,6 +18,21 @@ use std::time::{Duration, Instant};
 /// ([`fairness_timeout`](crate::fairness_timeout), 0.5 ms by default) has
 /// passed. [`unlock_fair`](lock_api::RawMutexFair::unlock_fair) always hands
 /// off to a parked waiter if there is one.
+///
+/// # Examples
+///
+/// ```
+/// use cst_mutex::RawMutex;
+/// use lock_api::{RawMutex as _, RawMutexTimed as _};
+/// use std::time::Duration;
+///
+/// let raw = RawMutex::new();
+/// let g = raw.lock();
+/// assert!(raw.try_lock_for(Duration::from_millis(1)).is_none());
+/// // SAFETY: `g` is the state of our acquisition.
+/// unsafe { raw.unlock(g) };
+/// assert_eq!(raw.snode_count(), 1); // this thread's node waited once
+/// ```
 pub struct RawMutex {
     pub(crate) cohort: Cohort,
 }

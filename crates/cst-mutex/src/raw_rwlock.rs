@@ -41,6 +41,26 @@ use std::time::{Duration, Instant};
 /// Writers are ordered like [`RawMutex`](crate::RawMutex) waiters (NUMA
 /// batches, barging, eventual fairness); readers that waited for a writer are
 /// all admitted when it leaves, before the next writer.
+///
+/// # Examples
+///
+/// ```
+/// use cst_mutex::RawRwLock;
+/// use lock_api::{RawRwLock as _, RawRwLockDowngrade as _};
+///
+/// let raw = RawRwLock::new();
+/// let w = raw.lock_exclusive();
+/// assert!(raw.try_lock_shared().is_none());
+/// // SAFETY: `w` is our exclusive acquisition.
+/// let r = unsafe { raw.downgrade(w) };
+/// let r2 = raw.try_lock_shared().expect("readers share");
+/// // SAFETY: `r` and `r2` are our shared acquisitions.
+/// unsafe {
+///     raw.unlock_shared(r);
+///     raw.unlock_shared(r2);
+/// }
+/// assert!(!raw.is_locked());
+/// ```
 pub struct RawRwLock {
     pub(crate) cohort: Cohort,
 }
