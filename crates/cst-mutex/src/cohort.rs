@@ -330,7 +330,7 @@ impl Cohort {
                 && let Some(target) = self.pick_target(node)
                 && config::fairness_due(target)
             {
-                if self.wake_one(target, true, true) {
+                if self.wake_one(Some(target), true, true) {
                     return;
                 }
                 s = self.state.load(Ordering::Acquire);
@@ -345,53 +345,58 @@ impl Cohort {
                 match self.active_waiters() {
                     // The active waiters left meanwhile: wake one to compete.
                     None => {
-                        if let Some(target) = self.pick_target(node) {
-                            self.wake_one(target, false, false);
-                        }
+                        let target = self.pick_target(node);
+                        self.wake_one(target, false, false);
                     }
                     // Wake ahead of need: the last active waiter is about to
                     // become the holder, so wake a parked waiter of the node to
                     // serve next to spin for the following round.
-                    Some(1) => {
-                        if let Some(target) = self.pick_target(node)
-                            && target.spinning.load(Ordering::Relaxed) == 0
-                        {
-                            self.wake_one(target, false, false);
+                    Some(1) => match self.pick_target(node) {
+                        Some(t) if t.spinning.load(Ordering::Relaxed) == 0 => {
+                            self.wake_one(Some(t), false, false);
                         }
-                    }
+                        Some(_) => {}
+                        None => {
+                            self.wake_one(None, false, false);
+                        }
+                    },
                     Some(_) => {}
                 }
                 return;
             }
-            let Some(target) = self.pick_target(node) else {
-                // Parked count visible before the snode counts: transient.
-                sync::spin_loop();
-                s = self.state.load(Ordering::Acquire);
-                continue;
-            };
+            // No snode with parked waiters: the parked count is then made of
+            // condvar waiters requeued onto this lock (or snode counts lag the
+            // state word for a moment; then nobody is woken and we retry).
+            let target = self.pick_target(node);
             if self.wake_one(target, true, fair) {
                 return;
+            }
+            if target.is_none() {
+                sync::spin_loop();
             }
             s = self.state.load(Ordering::Acquire);
         }
     }
 
-    /// Wakes one thread parked on `target`. If `we_hold` (the caller still owns
-    /// the lock), a handoff (forced by `fair` or owed by eventual fairness)
-    /// passes the lock to the woken thread, and otherwise the lock is released
-    /// in the same atomic step and the thread competes. If the caller already
-    /// released the lock (wake ahead of need), the thread just competes.
-    /// Returns whether a thread was woken.
-    fn wake_one(&self, target: &Snode, we_hold: bool, fair: bool) -> bool {
+    /// Wakes one thread parked on `target`, or, with `None`, on the requeue
+    /// queue (condvar waiters moved onto this lock, see [`Cohort::requeue_key`]).
+    /// If `we_hold` (the caller still owns the lock), a handoff (forced by
+    /// `fair` or owed by eventual fairness) passes the lock to the woken thread,
+    /// and otherwise the lock is released in the same atomic step and the thread
+    /// competes. If the caller already released the lock (wake ahead of need),
+    /// the thread just competes. Returns whether a thread was woken.
+    fn wake_one(&self, target: Option<&Snode>, we_hold: bool, fair: bool) -> bool {
         let callback = |r: sync::UnparkResult| {
             if r.unparked_threads == 0 {
                 return TOKEN_NORMAL;
             }
-            target.parked.fetch_sub(1, Ordering::Relaxed);
+            if let Some(t) = target {
+                t.parked.fetch_sub(1, Ordering::Relaxed);
+            }
             if !we_hold {
                 self.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
                 TOKEN_NORMAL
-            } else if fair || config::fairness_due(target) {
+            } else if fair || target.is_some_and(config::fairness_due) {
                 // The lock stays locked: ownership moves to the woken thread.
                 self.state.fetch_sub(PARKED_ONE, Ordering::Release);
                 TOKEN_HANDOFF
@@ -401,12 +406,23 @@ impl Cohort {
                 TOKEN_NORMAL
             }
         };
+        let key = target.map_or_else(|| self.requeue_key(), Snode::park_key);
         // SAFETY:
-        // - the key is the address of an snode of this lock, which this crate controls;
+        // - the key is the address of an snode of this lock or this lock's
+        //   requeue key, which this crate controls;
         // - the callback only touches atomics and reads the clock: it neither
         //   unwinds nor calls into the parking lot.
-        let r = unsafe { sync::unpark_one(target.park_key(), callback) };
+        let r = unsafe { sync::unpark_one(key, callback) };
         r.unparked_threads != 0
+    }
+
+    /// The parking key of the requeue queue: condvar waiters that
+    /// `notify_all` moved onto this lock wait here (counted in the parked
+    /// count, in no snode). The lock's address + 3: `RawRwLock` uses + 0 and
+    /// + 1 for its reader and writer-drain queues, snodes are other allocations.
+    #[inline]
+    pub(crate) fn requeue_key(&self) -> usize {
+        self as *const Cohort as usize + 3
     }
 
     /// The number of active (spinning) waiters over all nodes, if any.

@@ -28,6 +28,8 @@
 //!   handoff to a thread that is not running wastes its time slice);
 //! * **never idle while a running thread wants it**: without an owed handoff the
 //!   unlock releases the lock (barging) and wakes one parked waiter to compete;
+//! * **condvar requeue**: `notify_all` wakes one waiter and moves the rest,
+//!   still asleep, onto the mutex, whose unlocks wake them one at a time;
 //! * **eventual fairness** (`parking_lot`'s): a parked waiter whose node has
 //!   waited past [`fairness_timeout`] (0.5 ms by default) is handed the lock
 //!   directly.
@@ -70,7 +72,7 @@
 //! # Memory cost
 //!
 //! * `size_of::<Mutex<()>>()` = `size_of::<RwLock<()>>()` = 16 bytes,
-//!   `size_of::<Condvar>()` = 8 bytes (64-bit targets).
+//!   `size_of::<Condvar>()` = 16 bytes (64-bit targets).
 //! * Each node that has contended adds one 128-byte snode (2 cache lines: the
 //!   waiter state, then the reader counter on its own line; the same snode type
 //!   serves the mutex and the rwlock). A contended lock on an N-node machine

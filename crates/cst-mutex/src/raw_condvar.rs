@@ -1,21 +1,24 @@
 //! [`RawCondvar`]: a condition variable for [`RawMutex`].
 
-use crate::cohort::TOKEN_NORMAL;
+use crate::cohort::{PARKED_ONE, TOKEN_HANDOFF, TOKEN_NORMAL};
 use crate::raw_mutex::{MutexGuardState, RawMutex};
-use crate::sync::{self, AtomicPtr, Ordering, ParkResult, ParkToken};
+use crate::sync::{self, AtomicPtr, AtomicUsize, Ordering, ParkResult, ParkToken, RequeueOp};
 use lock_api::RawMutex as _;
 use std::ptr;
 use std::time::{Duration, Instant};
 
-/// A condition variable for [`RawMutex`]: one pointer (8 bytes), waiters park
+/// A condition variable for [`RawMutex`]: two words (16 bytes), waiters park
 /// on its address through `parking_lot_core`.
 ///
 /// Waits never return spuriously: a wait returns after a notification or a
 /// timeout. [`notify_one`](lock_api::RawCondvar::notify_one) returns exactly
 /// whether a waiter was woken and [`notify_all`](lock_api::RawCondvar::notify_all)
-/// exactly how many. A woken waiter re-queues on the mutex: it re-acquires
-/// through the mutex's NUMA-ordered slow path (snode queue of its node), so a
-/// `notify_all` does not bypass the cohort order.
+/// exactly how many. A wait re-queues on the mutex: `notify_all` wakes one
+/// waiter and moves the others, still asleep, onto the mutex's requeue queue
+/// (`parking_lot_core::unpark_requeue`), from which mutex unlocks wake them
+/// one at a time (no thundering herd); they are served after the mutex's
+/// per-node snode queues. `notify_one` wakes one waiter, which re-acquires
+/// through the mutex's NUMA-ordered slow path.
 ///
 /// # Panics
 ///
@@ -42,6 +45,8 @@ use std::time::{Duration, Instant};
 pub struct RawCondvar {
     /// The mutex the current waiters use; null when nobody waits.
     mutex: AtomicPtr<RawMutex>,
+    /// Threads parked on the condvar. Changed only under its queue lock.
+    waiters: AtomicUsize,
 }
 
 impl RawCondvar {
@@ -50,6 +55,7 @@ impl RawCondvar {
     pub const fn new() -> Self {
         RawCondvar {
             mutex: AtomicPtr::new(ptr::null_mut()),
+            waiters: AtomicUsize::new(0),
         }
     }
 
@@ -58,6 +64,7 @@ impl RawCondvar {
     pub fn new() -> Self {
         RawCondvar {
             mutex: AtomicPtr::new(ptr::null_mut()),
+            waiters: AtomicUsize::new(0),
         }
     }
 
@@ -89,6 +96,7 @@ impl RawCondvar {
                 bad_mutex = true;
                 return false;
             }
+            self.waiters.fetch_add(1, Ordering::Relaxed);
             true
         };
         let before_sleep = || {
@@ -96,11 +104,18 @@ impl RawCondvar {
             // the state is plain data and is replaced after re-locking).
             unsafe { mutex.unlock(MutexGuardState { node }) };
         };
-        let on_timeout = |_key: usize, last: bool| {
-            if last {
-                self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+        let on_timeout = |key: usize, last: bool| {
+            if key == self.key() {
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+                if last {
+                    self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+                }
+                timed_out = true;
+            } else {
+                // Requeued onto the mutex (so notified, not timed out): leave
+                // its parked count, under its requeue queue's lock.
+                mutex.cohort.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
             }
-            timed_out = true;
         };
         // SAFETY:
         // - the key is this condvar's address, which this crate controls;
@@ -121,8 +136,11 @@ impl RawCondvar {
         if bad_mutex {
             panic!("cst_mutex::Condvar: waited on with two different mutexes at the same time");
         }
-        debug_assert!(matches!(r, ParkResult::Unparked(_) | ParkResult::TimedOut));
-        *guard = mutex.lock();
+        match r {
+            // A mutex unlock handed the mutex to us in the requeue queue.
+            ParkResult::Unparked(TOKEN_HANDOFF) => *guard = MutexGuardState { node },
+            _ => *guard = mutex.lock(),
+        }
         timed_out
     }
 }
@@ -164,27 +182,65 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
             return false;
         }
         let callback = |r: sync::UnparkResult| {
+            if r.unparked_threads != 0 {
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+            }
             if !r.have_more_threads {
                 self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
             }
             TOKEN_NORMAL
         };
-        // SAFETY: the key is this condvar's address; the callback only stores
-        // an atomic (no unwinding, no parking-lot calls).
+        // SAFETY: the key is this condvar's address; the callback only touches
+        // atomics (no unwinding, no parking-lot calls).
         unsafe { sync::unpark_one(self.key(), callback) }.unparked_threads != 0
     }
 
     fn notify_all(&self) -> usize {
-        if self.mutex.load(Ordering::Relaxed).is_null() {
+        let m = self.mutex.load(Ordering::Relaxed);
+        if m.is_null() {
             return 0;
         }
-        let callback = |_n: usize| {
+        // The requeue key is computed from the address only: `m` may already
+        // be gone if every waiter left; it is dereferenced only in `validate`,
+        // after checking under the condvar's queue lock that waiters (which
+        // borrow the mutex) still use it.
+        let to = m as usize + 3;
+        let validate = || {
+            if self.mutex.load(Ordering::Relaxed) != m {
+                return RequeueOp::Abort;
+            }
+            let n = self.waiters.load(Ordering::Relaxed);
+            if n == 0 {
+                return RequeueOp::Abort;
+            }
+            // SAFETY: `n` threads are parked in `wait` on this condvar with a
+            // borrow of `*m`, so the mutex is alive while we hold the queue lock.
+            let mutex = unsafe { &*m };
+            debug_assert_eq!(mutex.cohort.requeue_key(), to);
+            // Count the threads about to be requeued as parked on the mutex
+            // before they get there: an unlock that sees the count and finds no
+            // snode waiter unparks from the requeue queue, whose lock we hold,
+            // so it finds them. The one thread woken now re-locks and later
+            // unlocks the mutex, so the requeued ones are never stranded.
+            mutex
+                .cohort
+                .state
+                .fetch_add((n - 1) * PARKED_ONE, Ordering::Relaxed);
+            self.waiters.store(0, Ordering::Relaxed);
             self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+            RequeueOp::UnparkOneRequeueRest
+        };
+        let callback = |_op: RequeueOp, r: sync::UnparkResult| {
+            debug_assert!(r.unparked_threads + r.requeued_threads == 0 || r.unparked_threads == 1);
             TOKEN_NORMAL
         };
-        // SAFETY: the key is this condvar's address; the callback only stores
-        // an atomic (no unwinding, no parking-lot calls).
-        unsafe { sync::unpark_all_with(self.key(), callback) }
+        // SAFETY:
+        // - both keys belong to this crate (this condvar's address, the mutex's
+        //   requeue key);
+        // - `validate` and `callback` only touch atomics: no unwinding, no
+        //   parking-lot calls.
+        let r = unsafe { sync::unpark_requeue(self.key(), to, validate, callback) };
+        r.unparked_threads + r.requeued_threads
     }
 }
 

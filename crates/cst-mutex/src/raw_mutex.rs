@@ -33,6 +33,10 @@ use std::time::{Duration, Instant};
 /// unsafe { raw.unlock(g) };
 /// assert_eq!(raw.snode_count(), 1); // this thread's node waited once
 /// ```
+// `repr(transparent)`: the mutex's address is its cohort's, which
+// `RawCondvar::notify_all` relies on to name the requeue queue without
+// dereferencing a mutex pointer.
+#[repr(transparent)]
 pub struct RawMutex {
     pub(crate) cohort: Cohort,
 }

@@ -15,7 +15,7 @@ pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, 
 #[cfg(numa_loom)]
 pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
 
-pub(crate) use parking_lot_core::{ParkResult, ParkToken, UnparkResult, UnparkToken};
+pub(crate) use parking_lot_core::{ParkResult, ParkToken, RequeueOp, UnparkResult, UnparkToken};
 use std::time::Instant;
 
 /// One step of a busy-wait: a CPU pause hint (a loom yield under loom, whose
@@ -158,6 +158,34 @@ pub(crate) unsafe fn unpark_all_with(
     }
 }
 
+/// Unparks one thread parked on `from` and moves the rest to `to`:
+/// `parking_lot_core::unpark_requeue`, used with
+/// [`RequeueOp::UnparkOneRequeueRest`] or [`RequeueOp::Abort`] only. `validate`
+/// decides with both queues locked; `callback` gets the op and the counts and
+/// returns the token for the unparked thread.
+///
+/// # Safety
+///
+/// Both keys must be addresses this crate controls; `validate` and `callback`
+/// run under the queue locks and must not unwind or call into the parking lot.
+#[inline]
+pub(crate) unsafe fn unpark_requeue(
+    from: usize,
+    to: usize,
+    validate: impl FnOnce() -> RequeueOp,
+    callback: impl FnOnce(RequeueOp, UnparkResult) -> UnparkToken,
+) -> UnparkResult {
+    #[cfg(not(numa_loom))]
+    {
+        // SAFETY: the caller upholds `parking_lot_core::unpark_requeue`'s contract.
+        unsafe { parking_lot_core::unpark_requeue(from, to, validate, callback) }
+    }
+    #[cfg(numa_loom)]
+    {
+        loom_impl::requeue(from, to, validate, callback)
+    }
+}
+
 /// Test hook for loom models: sets the NUMA node of the calling loom thread.
 #[cfg(numa_loom)]
 pub(crate) fn set_loom_node(node: usize) {
@@ -247,7 +275,7 @@ mod loom_impl {
                 // A timed park may time out at any point once queued.
                 let mut lot = lot();
                 if let Some(i) = lot.iter().position(|w| Arc::ptr_eq(&w.slot, &slot)) {
-                    lot.remove(i);
+                    let key = lot.remove(i).key;
                     let last = !lot.iter().any(|w| w.key == key);
                     timed_out(key, last);
                     return ParkResult::TimedOut;
@@ -282,5 +310,45 @@ mod loom_impl {
             w.thread.unpark();
         }
         (result(taken.len(), more), taken.len())
+    }
+    pub(super) fn requeue(
+        from: usize,
+        to: usize,
+        validate: impl FnOnce() -> super::RequeueOp,
+        callback: impl FnOnce(super::RequeueOp, UnparkResult) -> UnparkToken,
+    ) -> UnparkResult {
+        use super::RequeueOp;
+        let mut lot = lot();
+        let op = validate();
+        if op == RequeueOp::Abort {
+            return UnparkResult::default();
+        }
+        assert_eq!(
+            op,
+            RequeueOp::UnparkOneRequeueRest,
+            "loom shim: op not modelled"
+        );
+        let mut woken = None;
+        let mut requeued = 0;
+        let mut i = 0;
+        while i < lot.len() {
+            if lot[i].key == from && woken.is_none() {
+                woken = Some(lot.remove(i));
+                continue;
+            }
+            if lot[i].key == from {
+                lot[i].key = to;
+                requeued += 1;
+            }
+            i += 1;
+        }
+        let mut r = result(usize::from(woken.is_some()), false);
+        r.requeued_threads = requeued;
+        let token = callback(op, r);
+        if let Some(w) = woken {
+            w.slot.store(token.0 + 1, Ordering::Release);
+            w.thread.unpark();
+        }
+        r
     }
 }

@@ -199,6 +199,44 @@ fn condvar_notify_racing_wait() {
     });
 }
 
+/// Condvar `notify_all` with two waiters: one is woken, the other requeued
+/// onto the mutex and woken by a mutex unlock; nobody is stranded.
+#[test]
+fn condvar_notify_all_requeues() {
+    model(|| {
+        let pair = Arc::new((
+            RawMutex::new(),
+            RawCondvar::new(),
+            loom::sync::atomic::AtomicBool::new(false),
+        ));
+        let waiters: Vec<_> = (0..2)
+            .map(|node| {
+                let pair = pair.clone();
+                thread::spawn(move || {
+                    __set_loom_node(node);
+                    let mut g = pair.0.lock();
+                    while !pair.2.load(Relaxed) {
+                        // SAFETY: we hold `pair.0` with state `g`.
+                        unsafe { pair.1.wait(&pair.0, &mut g) };
+                    }
+                    // SAFETY: we hold the mutex with state `g`.
+                    unsafe { pair.0.unlock(g) };
+                })
+            })
+            .collect();
+        __set_loom_node(1);
+        let g = pair.0.lock();
+        pair.2.store(true, Relaxed);
+        pair.1.notify_all();
+        // SAFETY: we hold the mutex with state `g`.
+        unsafe { pair.0.unlock(g) };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(pair.0.parked_waiters(), 0);
+    });
+}
+
 /// RwLock: a reader and a writer on two nodes never overlap.
 #[test]
 fn rwlock_reader_writer_exclusion() {
