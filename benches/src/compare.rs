@@ -112,7 +112,7 @@ pub fn utc_timestamp(since_epoch: Duration) -> String {
 pub struct CompareResult {
     /// The conditions (machine, nodes, cost model).
     pub conditions: Conditions,
-    /// Every point, in run order.
+    /// Every point, in run order (workload, threads, lock).
     pub points: Vec<Point>,
     /// Where the files went.
     #[serde(skip)]
@@ -152,19 +152,24 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         v => v,
     };
     let placement = Placement::new(&machine, virtual_nodes)?;
-    let mut pairs = Vec::new();
+    // Run order: workload, then thread count, then lock, so the locks of one
+    // (workload, threads) point run back to back and a burst of outside load
+    // hits them alike rather than one lock's whole series.
+    let mut plan = Vec::new();
     for &w in &opts.workloads {
-        for &l in &opts.locks {
-            if l.is_rwlock() != (w == WorkloadName::RwLock) {
-                return Err(BenchError::WrongLockKind {
-                    lock: l,
-                    workload: w,
-                });
+        for &t in &opts.threads {
+            for &l in &opts.locks {
+                if l.is_rwlock() != (w == WorkloadName::RwLock) {
+                    return Err(BenchError::WrongLockKind {
+                        lock: l,
+                        workload: w,
+                    });
+                }
+                plan.push((w, t, l));
             }
-            pairs.push((w, l));
         }
     }
-    let n_points = pairs.len() * opts.threads.len();
+    let n_points = plan.len();
     let duration = opts
         .duration
         .unwrap_or_else(|| point_duration(n_points, opts.quick));
@@ -199,22 +204,20 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
             .progress_chars("=> "),
     );
     let mut points = Vec::with_capacity(n_points);
-    for &(w, l) in &pairs {
-        for &t in &opts.threads {
-            bar.set_message(format!("{w} {l} {t} threads"));
-            let cfg = RunConfig {
-                lock: l,
-                workload: WorkloadSpec::default_for(w),
-                threads: t,
-                duration,
-                placement: placement.clone(),
-                remote_penalty_ns: opts.remote_penalty_ns,
-                latency_sample_every: opts.latency_sample_every,
-                machine: machine.clone(),
-            };
-            points.push(run_point(&cfg)?);
-            bar.inc(1);
-        }
+    for &(w, t, l) in &plan {
+        bar.set_message(format!("{w} {l} {t} threads"));
+        let cfg = RunConfig {
+            lock: l,
+            workload: WorkloadSpec::default_for(w),
+            threads: t,
+            duration,
+            placement: placement.clone(),
+            remote_penalty_ns: opts.remote_penalty_ns,
+            latency_sample_every: opts.latency_sample_every,
+            machine: machine.clone(),
+        };
+        points.push(run_point(&cfg)?);
+        bar.inc(1);
     }
     bar.finish_and_clear();
     let mut conditions = conditions;

@@ -77,7 +77,8 @@ impl Conditions {
 /// The baseline lock for the `vs` column, if it is among the points.
 pub const BASELINE: &str = "parking_lot";
 
-/// Formats points as an aligned text table, one row per point, in the given order.
+/// Formats points as an aligned text table, one row per point, in the given order,
+/// with a blank line wherever the (workload, threads) pair changes.
 ///
 /// Columns: workload, threads, lock, throughput (ops/us), `vs` (throughput over
 /// [`BASELINE`]'s at the same workload and thread count), fairness factor, node
@@ -99,7 +100,10 @@ pub fn table(points: &[Point]) -> String {
         "max_ns",
         "cpu_ns/op"
     );
-    for p in points {
+    for (i, p) in points.iter().enumerate() {
+        if i > 0 && (points[i - 1].workload != p.workload || points[i - 1].threads != p.threads) {
+            s.push('\n');
+        }
         let base = points
             .iter()
             .find(|b| b.lock == BASELINE && b.workload == p.workload && b.threads == p.threads)
