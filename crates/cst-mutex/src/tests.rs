@@ -146,3 +146,43 @@ fn writer_fast_path_sees_node_readers() {
     unsafe { l.unlock_exclusive(g) };
     assert!(!l.is_locked());
 }
+
+/// Eventual fairness: once a node's fairness deadline has passed, a plain
+/// `unlock` hands the lock directly to its parked waiter (the lock never
+/// becomes free, so the unlocker's immediate `try_lock` must fail).
+#[test]
+fn overdue_waiter_gets_direct_handoff() {
+    use std::sync::atomic::{AtomicBool, Ordering as O};
+    let m = Arc::new(Mutex::new(0u32));
+    let checked = Arc::new(AtomicBool::new(false));
+    numa_topology::set_current_thread_node(Some(0));
+    let g = m.lock();
+    let w = {
+        let (m, checked) = (m.clone(), checked.clone());
+        thread::spawn(move || {
+            numa_topology::set_current_thread_node(Some(1));
+            let mut g = m.lock();
+            *g += 1;
+            while !checked.load(O::SeqCst) {
+                thread::yield_now();
+            }
+        })
+    };
+    // SAFETY: only reads counters and sets the deadline field (an atomic).
+    let raw = unsafe { m.raw() };
+    while raw.parked_waiters() < 1 {
+        thread::yield_now();
+    }
+    let snode = raw.cohort.snodes.find(1).expect("waiter's snode");
+    // Deadline long past: the next wake-up of node 1 is owed a handoff.
+    snode.fair_deadline_ns.store(1, Ordering::SeqCst);
+    drop(g);
+    assert!(
+        m.try_lock().is_none(),
+        "lock was released instead of handed off"
+    );
+    checked.store(true, std::sync::atomic::Ordering::SeqCst);
+    w.join().unwrap();
+    numa_topology::set_current_thread_node(None);
+    assert_eq!(*m.lock(), 1);
+}
