@@ -152,6 +152,17 @@ mod tests {
     }
 
     #[test]
+    fn table_separates_thread_counts() {
+        let a = sample_point();
+        let mut b = sample_point();
+        b.threads = 8;
+        let t = table(&[a.clone(), a, b]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 5, "{t}");
+        assert!(lines[3].is_empty() && lines[4].contains(" 8 "), "{t}");
+    }
+
+    #[test]
     fn header_labels_virtual_nodes_and_the_cost_model() {
         let mut c = Conditions {
             machine: "2 CPUs, 1 NUMA node".into(),
