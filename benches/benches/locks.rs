@@ -16,7 +16,7 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
 
 use numa_bench::locks::{
     BenchMutex, BenchRwLock, MutexKind, ParkingLot, ParkingLotRw, RwLockKind, Spin, Std, StdRw,
@@ -97,6 +97,10 @@ fn mutex_benches<K: MutexKind>(c: &mut Criterion, name: &str) {
     g.finish();
 
     let mut g = c.benchmark_group("contended");
+    // Flat sampling: equal iteration counts per sample, mean time per operation.
+    // The default linear regression is meaningless when oversubscribed spinlocks
+    // make the time per operation jump by orders of magnitude between samples.
+    g.sampling_mode(SamplingMode::Flat);
     for threads in [2, 4 * cpus()] {
         g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
             b.iter_custom(|iters| {
@@ -110,6 +114,7 @@ fn mutex_benches<K: MutexKind>(c: &mut Criterion, name: &str) {
 
 fn rwlock_benches<K: RwLockKind>(c: &mut Criterion, name: &str) {
     let mut g = c.benchmark_group("rwlock");
+    g.sampling_mode(SamplingMode::Flat);
     for (mix, write_every) in [("read-only", u64::MAX), ("read95", 20)] {
         for threads in [1, 2] {
             let id = BenchmarkId::new(format!("{name}/{mix}"), threads);
