@@ -49,5 +49,17 @@ for f in points.json points.csv table.txt locktorture_throughput.svg locktorture
     [ -s "target/compare-smoke/$f" ] || { echo "compare --quick did not write $f"; exit 1; }
 done
 
+step "torture test (TORTURE_SECS=60 split over every lock; #[ignore]d in the plain test run)"
+TORTURE_SECS=60 cargo test --workspace --all-features --release --test torture -- --ignored
+
+step "fuzz smoke run (30 s per target, nightly + cargo-fuzz; says skipped without nightly)"
+FUZZ_SECS=30 scripts/fuzz.sh
+
+# AddressSanitizer (~4 min cold here; kept out of the default run for the 20 min budget): CI_ASAN=1.
+if [ "${CI_ASAN:-0}" = 1 ]; then
+    step "AddressSanitizer: lock crates' tests + short torture run (nightly)"
+    scripts/asan.sh
+fi
+
 echo
 echo "ci: all checks passed"

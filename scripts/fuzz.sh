@@ -65,6 +65,16 @@ status=0
 summary=()
 for t in $TARGETS; do
     mkdir -p "corpus/$t" "artifacts/$t"
+    # Replay the committed crashers of our own code first (topology_xml's are
+    # crashes inside libhwloc 2.9 itself, kept for reference only).
+    if [ "$t" != topology_xml ] && [ -d "regressions/$t" ]; then
+        if ! "$BIN_DIR/$t" regressions/"$t"/* >/dev/null 2>&1; then
+            echo "$t: FAILED replaying fuzz/regressions/$t"
+            summary+=("$t: FAILED replaying fuzz/regressions/$t")
+            status=1
+            continue
+        fi
+    fi
     before=$(ls "artifacts/$t" | sort)
     log=$(mktemp)
     echo
