@@ -192,6 +192,8 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         remote_penalty_ns: opts.remote_penalty_ns,
         duration_s: duration.as_secs_f64(),
         max_loadavg_1m: None,
+        latency_sample_every: opts.latency_sample_every,
+        latency_clock_overhead_ns: 0,
     };
     let bar = if opts.progress {
         ProgressBar::new(n_points as u64)
@@ -225,6 +227,8 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         .iter()
         .filter_map(|p| p.machine_loadavg_1m)
         .reduce(f64::max);
+    conditions.latency_clock_overhead_ns =
+        points.first().map_or(0, |p| p.latency_clock_overhead_ns);
 
     let result = CompareResult {
         conditions,

@@ -20,7 +20,8 @@
 //!   `latency_sample_every` (default 16) per thread: a clock read costs about 25 ns
 //!   on the reference machine, and the second read happens while holding the lock,
 //!   so timing every acquisition would lengthen short critical sections by a large
-//!   fraction. Per-thread hdrhistograms are merged. Sampling estimates p50/p99
+//!   fraction. Every sample includes one timing's own cost, reported as
+//!   `latency_clock_overhead_ns`. Per-thread hdrhistograms are merged. Sampling estimates p50/p99
 //!   well; `max` is the largest *sampled* value.
 //! - CPU time is `getrusage(RUSAGE_SELF)` from the window start until every worker
 //!   has exited, divided by the operations counted.
@@ -42,7 +43,7 @@ use crate::locks::{
 };
 use crate::machine::{Machine, Placement};
 use crate::metrics::{
-    LatencySummary, NodeTracker, Point, fairness_factor, new_latency_histogram,
+    LatencySummary, NodeTracker, Point, clock_overhead_ns, fairness_factor, new_latency_histogram,
     node_switches_per_1k, process_cpu_ns,
 };
 use crate::workloads::kv::Kv;
@@ -190,6 +191,7 @@ fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String, load: Option<f64
         ops_per_thread: raw.ops,
         lock_stats: raw.stats,
         latency_sample_every: cfg.latency_sample_every,
+        latency_clock_overhead_ns: clock_overhead_ns(),
         remote_penalty_ns: cfg.remote_penalty_ns,
         machine_cpus: cfg.machine.cpus,
         machine_nodes: cfg.machine.nodes.len(),

@@ -233,6 +233,8 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
         remote_penalty_ns: p.remote_penalty_ns,
         duration_s: p.duration_s,
         max_loadavg_1m: p.machine_loadavg_1m,
+        latency_sample_every: p.latency_sample_every,
+        latency_clock_overhead_ns: p.latency_clock_overhead_ns,
     };
     print!("{}", cond.header());
     println!("# workload: {} ({})", p.workload, p.workload_params);

@@ -93,6 +93,20 @@ impl LatencySummary {
     }
 }
 
+/// The cost of one latency timing (`Instant::now()` then `elapsed()` with nothing
+/// between), ns: the median of 1001 back-to-back timings. Every acquire-latency
+/// sample includes it, so a p50 close to it means "acquired at once".
+pub fn clock_overhead_ns() -> u64 {
+    let mut v: Vec<u64> = (0..1001)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
 /// A new latency histogram: 1 ns to 100 s, 3 significant digits, saturating above.
 pub fn new_latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("constant bounds are valid")
@@ -149,6 +163,9 @@ pub struct Point {
     pub lock_stats: Option<LockStats>,
     /// Every how many acquisitions one is timed for `acquire_latency_ns`.
     pub latency_sample_every: u64,
+    /// What one timing costs by itself, ns ([`clock_overhead_ns`]); included in
+    /// every `acquire_latency_ns` sample.
+    pub latency_clock_overhead_ns: u64,
     /// Cost model: extra ns spun in a critical section that runs on another node than
     /// the previous one (0 = off).
     pub remote_penalty_ns: u64,
@@ -165,7 +182,7 @@ pub struct Point {
 
 /// The CSV columns, in order (`ops_per_thread` is `;`-separated in one column,
 /// `lock_stats` is `name=value` pairs `;`-separated).
-pub const CSV_HEADER: [&str; 23] = [
+pub const CSV_HEADER: [&str; 24] = [
     "lock",
     "workload",
     "threads",
@@ -184,6 +201,7 @@ pub const CSV_HEADER: [&str; 23] = [
     "ops_per_thread",
     "lock_stats",
     "latency_sample_every",
+    "latency_clock_overhead_ns",
     "remote_penalty_ns",
     "machine_cpus",
     "machine_nodes",
@@ -225,6 +243,7 @@ impl Point {
                     .collect(),
             ),
             self.latency_sample_every.to_string(),
+            self.latency_clock_overhead_ns.to_string(),
             self.remote_penalty_ns.to_string(),
             self.machine_cpus.to_string(),
             self.machine_nodes.to_string(),
@@ -327,6 +346,12 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn clock_overhead_is_below_a_millisecond() {
+        // A sanity bound, not a speed check: a timing pair costs ns, not ms.
+        assert!(clock_overhead_ns() < 1_000_000);
+    }
+
+    #[test]
     fn cpu_time_advances_with_work() {
         let before = process_cpu_ns();
         let t = std::time::Instant::now();
@@ -357,6 +382,7 @@ pub(crate) mod tests {
             ops_per_thread: vec![3, 4],
             lock_stats: Some([("acquisitions".to_owned(), 7)].into_iter().collect()),
             latency_sample_every: 16,
+            latency_clock_overhead_ns: 25,
             remote_penalty_ns: 0,
             machine_cpus: 2,
             machine_nodes: 1,

@@ -24,6 +24,10 @@ pub struct Conditions {
     pub duration_s: f64,
     /// Highest 1-minute load average seen at the start of a point (`None` if unknown).
     pub max_loadavg_1m: Option<f64>,
+    /// One acquisition in this many is timed for the latency columns.
+    pub latency_sample_every: u64,
+    /// Cost of one timing, ns, included in every latency sample.
+    pub latency_clock_overhead_ns: u64,
 }
 
 impl Conditions {
@@ -59,6 +63,11 @@ impl Conditions {
             s.push_str("# cost model: off (no remote penalty)\n");
         }
         let _ = writeln!(s, "# window per point: {:.2} s", self.duration_s);
+        let _ = writeln!(
+            s,
+            "# acquire latency: 1 in {} acquisitions timed; each sample includes ~{} ns of clock overhead",
+            self.latency_sample_every, self.latency_clock_overhead_ns
+        );
         if let Some(l) = self.max_loadavg_1m {
             let busy = if l > self.cpus as f64 {
                 ": ABOVE the CPU count, other work competed for the CPUs, expect noise"
@@ -173,6 +182,8 @@ mod tests {
             remote_penalty_ns: 0,
             duration_s: 1.0,
             max_loadavg_1m: Some(5.0),
+            latency_sample_every: 16,
+            latency_clock_overhead_ns: 25,
         };
         let h = c.header();
         assert!(
