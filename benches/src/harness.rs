@@ -455,6 +455,11 @@ mod tests {
             WorkloadSpec::default_for(WorkloadName::Locktorture),
             3,
         );
+        // Long enough for every thread to get a CPU even on a loaded 2-CPU box.
+        let c = RunConfig {
+            duration: Duration::from_millis(300),
+            ..c
+        };
         let p = run_point(&c).unwrap();
         assert_eq!(p.ops_per_thread.len(), 3);
         assert!(
@@ -469,7 +474,7 @@ mod tests {
         assert!(p.acquire_latency_ns.p50 <= p.acquire_latency_ns.p99);
         assert!(p.acquire_latency_ns.p99 <= p.acquire_latency_ns.max);
         assert!(p.is_virtual && p.nodes == 2);
-        assert!(p.duration_s >= 0.06);
+        assert!(p.duration_s >= 0.3);
     }
 
     #[test]
