@@ -238,6 +238,9 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
     };
     print!("{}", cond.header());
     println!("# workload: {} ({})", p.workload, p.workload_params);
+    if args.workload == WorkloadName::RwLock {
+        println!("# sw/1k counts write acquisitions only (readers write no shared state)");
+    }
     print!("{}", table(std::slice::from_ref(&p)));
     println!("ops_per_thread: {:?}", p.ops_per_thread);
     match &p.lock_stats {
