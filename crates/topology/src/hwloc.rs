@@ -53,17 +53,19 @@ impl Topology {
     /// [`TopologyError::Xml`] if hwloc rejects the text.
     pub fn from_xml_str(xml: &str) -> Result<Self, TopologyError> {
         let origin = format!("string ({} bytes)", xml.len());
-        let hw = HwTopology::builder()
-            .from_xml(xml)
-            .map_err(|e| TopologyError::Xml {
-                origin: origin.clone(),
-                message: e.to_string(),
-            })?
-            .build()
-            .map_err(|e| TopologyError::Xml {
-                origin,
-                message: e.to_string(),
-            })?;
+        let fail = |message: String| TopologyError::Xml {
+            origin: origin.clone(),
+            message,
+        };
+        precheck_xml(xml).map_err(fail)?;
+        let hw = guarded(|| {
+            HwTopology::builder()
+                .from_xml(xml)
+                .map_err(|e| e.to_string())?
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .map_err(fail)?;
         convert(&hw, TopologySource::Xml(None))
     }
 
@@ -93,19 +95,83 @@ fn xml_file(path: &Path, include_disallowed: bool) -> Result<Topology, TopologyE
         origin: origin.clone(),
         message,
     };
-    if let Err(e) = std::fs::metadata(path) {
-        return Err(fail(e.to_string()));
-    }
-    let mut builder = HwTopology::builder()
-        .from_xml_file(path)
-        .map_err(|e| fail(e.to_string()))?;
-    if include_disallowed {
-        builder = builder
-            .with_flags(BuildFlags::INCLUDE_DISALLOWED)
-            .map_err(|e| fail(e.to_string()))?;
-    }
-    let hw = builder.build().map_err(|e| fail(e.to_string()))?;
+    let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    precheck_xml(&String::from_utf8_lossy(&bytes)).map_err(fail)?;
+    let hw = guarded(|| {
+        let mut builder = HwTopology::builder()
+            .from_xml_file(path)
+            .map_err(|e| e.to_string())?;
+        if include_disallowed {
+            builder = builder
+                .with_flags(BuildFlags::INCLUDE_DISALLOWED)
+                .map_err(|e| e.to_string())?;
+        }
+        builder.build().map_err(|e| e.to_string())
+    })
+    .map_err(fail)?;
     convert(&hw, TopologySource::Xml(Some(path.to_owned())))
+}
+
+/// Rejects, before they reach hwloc, XML inputs that crash hwloc 2.9 or
+/// `hwlocality` 1.0.0-alpha.13 instead of failing cleanly (found by the
+/// `topology_xml` fuzz target, reproducers in `fuzz/regressions/topology_xml/`):
+///
+/// * an XML declaration with an encoding other than UTF-8 (e.g. `UTF-7`):
+///   libxml2 fails with `EILSEQ`, which `hwlocality`'s
+///   `TopologyBuilder::from_xml` turns into an `unreachable!` panic;
+/// * an `<object>` with a `cpuset` or `nodeset` but no `complete_cpuset` /
+///   `complete_nodeset`: hwloc 2.9 dereferences NULL while loading it
+///   (fixed upstream after 2.9, open-mpi/hwloc#783). Every hwloc 2.x export
+///   writes both, so no real export is refused.
+///
+/// The error message names what was wrong.
+fn precheck_xml(xml: &str) -> Result<(), String> {
+    for (i, _) in xml.match_indices("encoding=") {
+        let value = xml[i + "encoding=".len()..].trim_start_matches(['"', '\'']);
+        let value = &value[..value.find(['"', '\'']).unwrap_or(value.len())];
+        if !value.eq_ignore_ascii_case("UTF-8") {
+            return Err(format!(
+                "unsupported XML encoding {value:?}: hwloc XML exports are UTF-8"
+            ));
+        }
+    }
+    let mut rest = xml;
+    while let Some(start) = rest.find("<object") {
+        let tag = &rest[start..];
+        let tag = &tag[..tag.find('>').unwrap_or(tag.len())];
+        let has = |attr: &str| {
+            tag.match_indices(attr)
+                .any(|(i, _)| i > 0 && tag.as_bytes()[i - 1].is_ascii_whitespace())
+        };
+        for (set, complete) in [
+            ("cpuset=", "complete_cpuset="),
+            ("nodeset=", "complete_nodeset="),
+        ] {
+            if has(set) && !has(complete) {
+                let shown: String = tag.chars().take(80).collect();
+                return Err(format!(
+                    "object without {} (not an hwloc 2.x export): {shown}",
+                    complete.trim_end_matches('=')
+                ));
+            }
+        }
+        rest = &rest[start + 1..];
+    }
+    Ok(())
+}
+
+/// Runs an hwloc load, turning a panic inside `hwlocality` (an alpha
+/// release; it panics on some libxml2 error codes it does not expect) into
+/// an error message instead of unwinding through the caller.
+fn guarded(load: impl FnOnce() -> Result<HwTopology, String>) -> Result<HwTopology, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(load)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_owned());
+        Err(format!("hwloc load failed inside hwlocality: {what}"))
+    })
 }
 
 fn convert(hw: &HwTopology, source: TopologySource) -> Result<Topology, TopologyError> {
@@ -205,6 +271,24 @@ mod tests {
         let err = Topology::from_synthetic("pack:2 banana:3").unwrap_err();
         assert!(
             matches!(&err, TopologyError::Synthetic { description, .. } if description == "pack:2 banana:3"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn xml_that_crashes_hwloc_is_refused_with_a_typed_error() {
+        let utf7 =
+            "<?xml version=\"1.0\" encoding=\"UTF-7\"?><topology version=\"2.0\"></topology>";
+        let err = Topology::from_xml_str(utf7).unwrap_err();
+        assert!(
+            matches!(&err, TopologyError::Xml { message, .. } if message.contains("UTF-7")),
+            "{err:?}"
+        );
+        let partial = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><topology version=\"2.0\">\
+            <object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" nodeset=\"0x1\"/></topology>";
+        let err = Topology::from_xml_str(partial).unwrap_err();
+        assert!(
+            matches!(&err, TopologyError::Xml { message, .. } if message.contains("complete_cpuset")),
             "{err:?}"
         );
     }
