@@ -17,7 +17,8 @@ pub struct Locktorture {
     pub lines: usize,
     /// Extra busy work inside the critical section (default none).
     pub cs: Delay,
-    /// Busy work after the critical section (default 50 iterations).
+    /// Busy work after the critical section (default 50 iterations, about 55 ns
+    /// on the reference machine).
     pub delay: Delay,
 }
 
