@@ -53,20 +53,37 @@ pub(crate) struct SpinWait {
     left: u64,
     /// Hints in the next batch.
     batch: u32,
+    /// Under loom: where the wait is and how many times it snoozed, so a model
+    /// that livelocks names the loop instead of only exceeding loom's branch limit.
+    #[cfg(numa_loom)]
+    site: (&'static std::panic::Location<'static>, u32),
 }
 
 impl SpinWait {
     /// A waiter allowed to busy-wait for about `budget_ns` ns.
+    #[cfg_attr(numa_loom, track_caller)]
     pub(crate) fn new(budget_ns: u64) -> Self {
         SpinWait {
             left: budget_ns / ns_per_spin(),
             batch: 1,
+            #[cfg(numa_loom)]
+            site: (std::panic::Location::caller(), 0),
         }
     }
 
     /// Waits a little: a batch of spin hints while the budget lasts, else a yield.
     #[inline]
     pub(crate) fn snooze(&mut self) {
+        #[cfg(numa_loom)]
+        {
+            self.site.1 += 1;
+            assert!(
+                self.site.1 < 2_000,
+                "numa-spin: loom model spins forever at {}; trace:\n{}",
+                self.site.0,
+                sync::take_trace()
+            );
+        }
         if self.left == 0 || cfg!(numa_loom) {
             sync::yield_now();
             return;

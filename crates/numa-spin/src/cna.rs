@@ -23,11 +23,13 @@
 //!    becomes the main queue (the tail word is swung to the secondary tail).
 //! 5. Priority waiters: the kernel never moves irq/RT waiters to the secondary
 //!    queue. There is no such class in user space; the analogue here is
-//!    `unlock_fair`, which hands the lock to the longest waiter: if the secondary
-//!    queue is non-empty, the main head, on receiving the `HANDED` lock word,
-//!    re-queues itself behind the secondary queue and hands the lock directly
-//!    (`HEAD_OWNER`) to the secondary head, whose waiters were all queued before the
-//!    main head (they were moved out from in front of it).
+//!    `unlock_fair`, which hands the lock to the longest waiter: if the head
+//!    inherited a non-empty secondary queue (whose waiters all arrived before it),
+//!    the head, on receiving the `HANDED` lock word, re-queues itself behind that
+//!    part of the secondary queue (the waiters it moved itself go back behind it)
+//!    and hands the lock directly (`HEAD_OWNER`) to the secondary head; otherwise
+//!    the head is the longest waiter and keeps the lock. Queued waiters then see
+//!    `unlock_fair` hand-offs in arrival order (`fair_requeue`).
 //!
 //! # Memory orderings
 //!
@@ -123,6 +125,9 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             }
         }
         let pred = old >> TAIL_SHIFT;
+        sync::trace(|| format!("enqueued code {} pred {pred} tail {old:#x}", me.code));
+        #[cfg(numa_loom)]
+        sync::note_enqueued();
 
         let mut headship = if pred == 0 {
             (
@@ -163,6 +168,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             // the previous critical section visible to us.
             let v = my.locked.load(Ordering::Acquire);
             if v != WAIT {
+                sync::trace(|| format!("headship {v}"));
                 break v;
             }
             spin.snooze();
@@ -183,6 +189,9 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// Returns `false` if it gave a fair-unlocked lock to the secondary head and
     /// re-queued itself.
     fn wait_as_head(&self, me: Me, state: &mut HeadState, cfg: &Config) -> bool {
+        // The secondary queue we inherited holds only waiters queued before us (see
+        // `fair_requeue`); the ones we move ourselves below were queued after us.
+        let inherited_tail = state.sec_tail;
         let flush = NUMA
             && state.sec_head != 0
             && sync::now_ns().saturating_sub(state.sec_start) >= cfg.flush_threshold_ns;
@@ -205,6 +214,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                         .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
                     {
+                        sync::trace(|| "acquired as head".into());
                         break false;
                     }
                     // A stealer won; the lock is held again.
@@ -235,23 +245,47 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             // We hold the lock; let stealers in again until the next head's bound.
             self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
         }
-        if NUMA && handed && state.sec_head != 0 {
-            // unlock_fair: the secondary head waited longer than us. Re-queue behind
-            // the secondary queue and give it the lock. Relaxed stores: our `locked`
-            // and the secondary tail's `next` are next read by heads that got
-            // head-ship through the Release store in `hand_off` below.
-            me.node.locked.store(WAIT, Ordering::Relaxed);
-            registry()
-                .node(state.sec_tail)
-                .next
-                .store(me.code, Ordering::Relaxed);
-            #[cfg(feature = "stats")]
-            self.counters.flushed();
-            self.hand_off(state.sec_head, HeadState::EMPTY, HEAD_OWNER);
+        if NUMA && handed && inherited_tail != 0 {
+            self.fair_requeue(me, state, inherited_tail);
             return false;
         }
         self.pass_headship(me, state, flush, cfg);
         true
+    }
+
+    /// `unlock_fair` handed us the lock while the secondary queue we inherited is
+    /// non-empty: its waiters were queued before us, so the lock goes to its head
+    /// and we re-queue right behind the inherited part, restoring queue order:
+    /// `inherited secondary, us, waiters we moved, rest of the main queue`.
+    ///
+    /// Why inherited waiters are older than us: a head moves only waiters that sit
+    /// between itself and the waiter it makes the next head, and the main queue
+    /// behind a head is in arrival order (a splice puts older secondary waiters in
+    /// front). So when we became head, everyone in the secondary queue had arrived
+    /// before us; those we moved during our own wait arrived after us.
+    fn fair_requeue(&self, me: Me, state: &HeadState, inherited_tail: u32) {
+        let reg = registry();
+        // All stores Relaxed: these links and our `locked` are next read by heads
+        // that get head-ship through the Release store in `hand_off` below; none of
+        // these fields can be written concurrently (every node involved has its
+        // `next` set, or is the secondary tail, whose `next` nobody else writes).
+        let moved_head = reg.node(inherited_tail).next.load(Ordering::Relaxed);
+        if moved_head != 0 {
+            // We moved [moved_head, sec_tail] out from between us and our current
+            // successor (which is therefore non-zero); put them back there.
+            let successor = me.node.next.load(Ordering::Relaxed);
+            reg.node(state.sec_tail)
+                .next
+                .store(successor, Ordering::Relaxed);
+            me.node.next.store(moved_head, Ordering::Relaxed);
+        }
+        me.node.locked.store(WAIT, Ordering::Relaxed);
+        reg.node(inherited_tail)
+            .next
+            .store(me.code, Ordering::Relaxed);
+        #[cfg(feature = "stats")]
+        self.counters.flushed();
+        self.hand_off(state.sec_head, HeadState::EMPTY, HEAD_OWNER);
     }
 
     /// Scans the main queue behind the head for the first waiter on the preferred
@@ -314,6 +348,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                         .compare_exchange(cur, 0, Ordering::Relaxed, Ordering::Relaxed)
                         .is_ok()
                     {
+                        sync::trace(|| "queue emptied".into());
                         return;
                     }
                 } else {
@@ -365,6 +400,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// Makes the waiter `to` head, passing `state`; our last access to its node.
     fn hand_off(&self, to: u32, state: HeadState, flag: u32) {
         let node = registry().node(to);
+        sync::trace(|| {
+            format!(
+                "hand_off to {to} at {:p} flag {flag} {state:?}",
+                node as *const QNode
+            )
+        });
         // SAFETY: `to` is waiting (its `locked` is WAIT) and reads its hand-off cell
         // only after an Acquire load returns the non-WAIT value we store below with
         // Release; only the queue head writes hand-off cells, and we are the only
@@ -375,5 +416,6 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // critical section to the new head's Acquire load. After this store the node
         // may be reused at once: we never touch it again.
         node.locked.store(flag, Ordering::Release);
+        sync::trace(|| "handed".into());
     }
 }

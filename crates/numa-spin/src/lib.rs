@@ -134,5 +134,12 @@ pub use stats::Stats;
 #[cfg(numa_loom)]
 #[doc(hidden)]
 pub mod loom_hooks {
-    pub use crate::sync::{LOOM_TICK_NS, set_loom_node};
+    pub use crate::sync::{
+        LOOM_TICK_NS, reset_loom_enqueues, set_loom_node, wait_for_loom_enqueues,
+    };
+
+    /// The calling loom thread's queue-node code (allocating its slot).
+    pub fn current_code() -> u32 {
+        crate::node::current().map_or(0, |me| me.code)
+    }
 }

@@ -128,3 +128,79 @@ pub(crate) fn now_ns() -> u64 {
         t
     })
 }
+
+#[cfg(numa_loom)]
+std::thread_local! {
+    // std thread-locals, not loom's: loom runs all threads of a model on the
+    // calling OS thread, so these are per model (and per test).
+    static LOOM_ENQUEUES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    static LOOM_ENQUEUE_WAITER: std::cell::RefCell<Option<(usize, loom::thread::Thread)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Under loom: counts a successful enqueue and unparks a thread waiting in
+/// [`wait_for_loom_enqueues`] for this count (test orchestration only).
+#[cfg(numa_loom)]
+pub(crate) fn note_enqueued() {
+    let n = LOOM_ENQUEUES.with(|n| {
+        n.set(n.get() + 1);
+        n.get()
+    });
+    LOOM_ENQUEUE_WAITER.with(|w| {
+        if let Some((target, thread)) = &*w.borrow() {
+            if n >= *target {
+                thread.unpark();
+            }
+        }
+    });
+}
+
+/// Under loom: parks the calling thread until `n` enqueues happened in this
+/// execution. Parking (instead of spinning) keeps the model small: a spinning
+/// orchestrator makes loom explore every interleaving of the waiters' spins. The
+/// unpark adds a happens-before edge from the `n`-th enqueuer (just after its tail
+/// CAS) to the caller, which is the only synchronization the scenario adds.
+#[cfg(numa_loom)]
+pub fn wait_for_loom_enqueues(n: usize) {
+    LOOM_ENQUEUE_WAITER.with(|w| *w.borrow_mut() = Some((n, loom::thread::current())));
+    while LOOM_ENQUEUES.with(std::cell::Cell::get) < n {
+        loom::thread::park();
+    }
+    LOOM_ENQUEUE_WAITER.with(|w| *w.borrow_mut() = None);
+}
+
+/// Under loom: resets the enqueue count; call at the start of each execution.
+#[cfg(numa_loom)]
+pub fn reset_loom_enqueues() {
+    clear_trace();
+    LOOM_ENQUEUES.with(|n| n.set(0));
+    LOOM_ENQUEUE_WAITER.with(|w| *w.borrow_mut() = None);
+}
+
+#[cfg(numa_loom)]
+std::thread_local! {
+    static LOOM_TRACE: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Under loom: appends an event to the execution's trace, printed when a model
+/// livelocks. Outside loom: nothing (the closure is never called).
+#[inline(always)]
+pub(crate) fn trace(_event: impl FnOnce() -> String) {
+    #[cfg(numa_loom)]
+    LOOM_TRACE.with(|t| {
+        let who = format!("{:?}", loom::thread::current().id());
+        t.borrow_mut().push(format!("{who}: {}", _event()));
+    });
+}
+
+/// Under loom: the execution's trace so far.
+#[cfg(numa_loom)]
+pub(crate) fn take_trace() -> String {
+    LOOM_TRACE.with(|t| t.borrow().join("\n"))
+}
+
+/// Under loom: clears the trace (with [`reset_loom_enqueues`]).
+#[cfg(numa_loom)]
+fn clear_trace() {
+    LOOM_TRACE.with(|t| t.borrow_mut().clear());
+}
