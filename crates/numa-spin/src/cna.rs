@@ -245,6 +245,15 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             // We hold the lock; let stealers in again until the next head's bound.
             self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
         }
+        if scan && !found {
+            // We got the lock before we could reorder the queue (it was free when we
+            // looked: typical when we were descheduled while becoming head). Scan
+            // once now, as CNA v14 did in its hand-off (v15 dropped it because kernel
+            // queue heads are never preempted). This lengthens our hold time by one
+            // walk of the queue up to the first same-node waiter, only when a scan
+            // was due anyway (shuffle reduction).
+            self.order_queue(me, state);
+        }
         if NUMA && handed && inherited_tail != 0 {
             self.fair_requeue(me, state, inherited_tail);
             return false;
