@@ -258,7 +258,18 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             // queue heads are never preempted). This lengthens our hold time by one
             // walk of the queue up to the first same-node waiter, only when a scan
             // was due anyway (shuffle reduction).
-            self.order_queue(me, state);
+            found = self.order_queue(me, state);
+            let mine = numa_of(me.code);
+            if !found && state.pref != mine {
+                // No waiter of the preferred node is queued behind us and the lock
+                // is on our node now (we inherited the preference with a secondary
+                // queue): let the preference follow the lock rather than hand it on
+                // across nodes until the next flush. The flush deadline is kept, so
+                // the secondary queue's wait stays bounded. (Not in CNA v15, where
+                // the preference is passed on unchanged.)
+                state.pref = mine;
+                self.order_queue(me, state);
+            }
         }
         if NUMA && handed && inherited_tail != 0 {
             self.fair_requeue(me, state, inherited_tail);
