@@ -1,12 +1,13 @@
 //! This workspace's locks as benchmark lock families, with their counters.
 //!
-//! `cna` and `queued` report `numa_spin`'s `stats` counters (the feature is on in
-//! this package): acquisitions, contended acquisitions, same- and cross-node
+//! With this package's `lock-stats` feature (which turns on `numa_spin`'s
+//! `stats`), `cna` and `queued` report their counters: acquisitions, contended acquisitions, same- and cross-node
 //! handoffs, secondary-queue flushes. `cst` and `cst-rw` report the number of
 //! snodes the lock allocated (nodes that contended on it).
 
 use crate::locks::{LockStats, MutexKind, RawStats, RwLockKind};
 
+#[cfg(feature = "lock-stats")]
 fn spin_stats(s: numa_spin::Stats) -> LockStats {
     [
         ("acquisitions", s.acquisitions),
@@ -20,17 +21,27 @@ fn spin_stats(s: numa_spin::Stats) -> LockStats {
     .collect()
 }
 
+#[cfg(feature = "lock-stats")]
 impl RawStats for numa_spin::RawMutex {
     fn raw_stats(&self) -> Option<LockStats> {
         Some(spin_stats(self.stats()))
     }
 }
 
+#[cfg(feature = "lock-stats")]
 impl RawStats for numa_spin::RawQueuedMutex {
     fn raw_stats(&self) -> Option<LockStats> {
         Some(spin_stats(self.stats()))
     }
 }
+
+/// Without `lock-stats` the lock is measured as users get it: no counters.
+#[cfg(not(feature = "lock-stats"))]
+impl RawStats for numa_spin::RawMutex {}
+
+/// Without `lock-stats` the lock is measured as users get it: no counters.
+#[cfg(not(feature = "lock-stats"))]
+impl RawStats for numa_spin::RawQueuedMutex {}
 
 impl RawStats for cst_mutex::RawMutex {
     fn raw_stats(&self) -> Option<LockStats> {
