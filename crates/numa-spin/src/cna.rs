@@ -210,9 +210,8 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         let mut forbade = false;
         let mut spin = SpinWait::new(cfg.spin_budget_ns);
         let handed = loop {
-            // Acquire: when we see HANDED we own the lock without a CAS; this pairs
-            // with the Release store of `unlock_fair`.
-            match self.locked.load(Ordering::Acquire) {
+            // Relaxed: this load only picks the CAS to try; each CAS below acquires.
+            match self.locked.load(Ordering::Relaxed) {
                 UNLOCKED => {
                     // Acquire on success: pairs with the Release store of `unlock`.
                     if self
@@ -226,13 +225,26 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                     // A stealer won; the lock is held again.
                 }
                 HANDED => {
-                    // We own the lock. Turn the word back into LOCKED before anyone
-                    // else can become head, or the next head would read HANDED as
-                    // "given to me" too. Relaxed: only the owner writes a held word,
-                    // and the next head reads it only after our Release in
-                    // `hand_off` (coherence then gives it LOCKED or a later value).
-                    self.locked.store(LOCKED, Ordering::Relaxed);
-                    break true;
+                    // `unlock_fair` left the lock to the queue head. HANDED is a
+                    // token that must be consumed exactly once, so we take it with an
+                    // RMW, like every other acquisition, rather than a load and a
+                    // store: a head whose queue was emptied and re-formed after the
+                    // token was taken (the previous head consumed it, cleared the
+                    // tail, and we enqueued into the empty queue) can still read the
+                    // old HANDED here on weak memory, because nothing orders the
+                    // emptying of the tail before our enqueue. The CAS reads the
+                    // latest value of the word, so only one head ever wins it; a
+                    // loser saw a stale token and keeps waiting.
+                    // Acquire on success: pairs with the Release store of
+                    // `unlock_fair`; the previous critical section happens-before
+                    // ours. Relaxed on failure: nothing was acquired.
+                    if self
+                        .locked
+                        .compare_exchange(HANDED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        break true;
+                    }
                 }
                 _ => {
                     if scan && !found {

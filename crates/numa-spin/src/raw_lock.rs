@@ -40,8 +40,9 @@ use crate::sync::{AtomicU32, Ordering};
 pub(crate) const UNLOCKED: u32 = 0;
 /// `locked`: held.
 pub(crate) const LOCKED: u32 = 1;
-/// `locked`: held, released by `unlock_fair` to the queue head, which alone may
-/// take it (it needs no CAS: no other thread writes a `HANDED` word).
+/// `locked`: held, released by `unlock_fair` to the queue head, which takes it
+/// with a CAS `HANDED -> LOCKED` (the token is consumed exactly once, even by a head
+/// whose view of the word is stale).
 pub(crate) const HANDED: u32 = 2;
 
 /// `tail` bit 0: lock stealing forbidden.
@@ -185,7 +186,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // a head exists (or is being told it is head, by a store it will see) and it
         // will see HANDED.
         let queued = self.tail.load(Ordering::Relaxed) >> TAIL_SHIFT != 0;
-        // Release: as in `unlock`. The head reads HANDED with Acquire.
+        // Release: as in `unlock`. The head takes HANDED with an Acquire CAS.
         self.locked
             .store(if queued { HANDED } else { UNLOCKED }, Ordering::Release);
     }
@@ -264,10 +265,11 @@ impl<const NUMA: bool, T: Tunables> core::fmt::Debug for RawLock<NUMA, T> {
 }
 
 // SAFETY: `lock`/`try_lock` return only after the CAS from UNLOCKED to LOCKED
-// succeeded (Acquire) or after the queue head took a HANDED word (Acquire), and
-// every release stores UNLOCKED or HANDED with Release; no two threads can both
-// succeed (the CAS is on one word; HANDED is taken only by the single queue head, see
-// `crate::cna`). Guards carry no state, so forgetting one leaves the lock held
+// succeeded (Acquire) or after the queue head's CAS from HANDED to LOCKED succeeded
+// (Acquire), and every release stores UNLOCKED or HANDED with Release; no two threads
+// can both succeed: every acquisition is a CAS on the one word, so each UNLOCKED or
+// HANDED value written by a release is consumed by at most one of them. Guards
+// carry no state, so forgetting one leaves the lock held
 // (a deadlock, never unsoundness); `lock` runs no user code and cannot unwind except
 // on allocation failure of a queue-node segment (which aborts). Moving or dropping
 // the lock while held under exclusive ownership is fine: nothing else refers to it

@@ -404,3 +404,38 @@ fn steal_races_head_bound_positive() {
         "no execution stole the lock"
     );
 }
+
+// ---- unlock_fair to the only waiter, then a new arrival --------------------------
+
+/// Main holds the lock with E queued as head; W arrives while main releases with
+/// `unlock_fair`. E takes the `HANDED` word, empties the queue and holds the lock;
+/// W may then enqueue into the empty queue and become head with no hand-off. W must
+/// not take the `HANDED` value E already consumed (on weak memory its load of the
+/// lock word can still return it): the log cell reports two owners.
+#[test]
+fn unlock_fair_then_new_arrival() {
+    let cfg = config(u64::MAX, u64::MAX);
+    model_bounded(Some(1), move || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<Cna>::new(cfg);
+        shared.lock.acquire();
+        let e = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.critical(1, false))
+        };
+        wait_for_enqueues(1);
+        let w = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                loom_hooks::set_loom_node(1);
+                shared.critical(2, false);
+            })
+        };
+        shared.record(0);
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.release_fair() };
+        e.join().unwrap();
+        w.join().unwrap();
+        assert_eq!(shared.log().len(), 3);
+    });
+}
