@@ -20,28 +20,29 @@
 //! # Algorithm (CST, Kashyap, Min, Kim, USENIX ATC 2017, adapted)
 //!
 //! * Fast path: CAS `LOCKED_BIT` in; unlock CASes it out when nobody is parked.
-//! * Slow path: the waiter gets (allocates on first use) the snode of its node.
-//!   It spins (bounded, [`SPIN_ROUNDS`]) as an *active waiter* (counted in its
-//!   snode) while the lock is likely to come soon, and parks on its snode's
-//!   queue otherwise: after the bounded spin, or at once when the lock has at
-//!   least as many parked waiters as the machine has CPUs (a thread just woken
-//!   to compete still spins once through).
-//! * Unlock with parked waiters: if some node has an active waiter, the lock is
-//!   released to it (it is running; one RMW, no wake-up) and, if that was the
-//!   last active waiter, a parked waiter of the target snode is woken ahead of
-//!   need to spin for the next round. The target snode follows the cohort
-//!   order: the unlocker's own node while its batch is below the batch bound,
-//!   then the next snode (cyclic list order) with parked waiters. With no
-//!   active waiter the lock is released
-//!   (barging: any running thread may take it) and one parked waiter of the
-//!   target is woken to compete. A parked waiter of a node whose fairness
-//!   deadline (0.5 ms by default, parking_lot's eventual fairness) has passed,
-//!   or any waiter on `unlock_fair`, gets a direct handoff instead: the lock
-//!   stays locked and ownership passes to it.
+//! * Slow path: the waiter spins (bounded, [`SPIN_ROUNDS`]) while the lock is
+//!   likely to come soon, then gets (allocates on first use) the snode of its
+//!   node and parks on its queue: after the bounded spin, or at once when the
+//!   lock has at least as many parked waiters as the machine has CPUs. A
+//!   thread woken to compete that loses spins only while nobody else is
+//!   parked, then parks again.
+//! * Unlock with parked waiters (parking_lot's `unlock_slow` shape): the
+//!   unlocker picks the target snode by the cohort order (the unlocker's own
+//!   node while its batch is below the batch bound, then the next snode in
+//!   the cyclic list order with parked waiters) and wakes exactly one of its
+//!   waiters while still holding the lock. Inside the unpark callback, under
+//!   the snode's queue lock, the woken thread leaves the parked counts and
+//!   the lock is released in the same atomic step (barging: the woken thread
+//!   competes with running ones), or, for a node whose fairness deadline
+//!   (0.5 ms by default, parking_lot's eventual fairness) has passed and on
+//!   `unlock_fair`, handed off: the lock stays locked and ownership passes.
+//!   If the picked snode has nobody left (its waiter timed out), nothing
+//!   changed and the unlocker picks again; the lock is never released with
+//!   a wake-up still owed.
 
 use crate::config;
 use crate::snode::{Snode, SnodeList};
-use crate::sync::{self, AtomicUsize, Ordering, ParkResult, ParkToken, UnparkToken, fence};
+use crate::sync::{self, AtomicUsize, Ordering, ParkResult, ParkToken, UnparkToken};
 use std::time::Instant;
 
 pub(crate) const LOCKED_BIT: usize = 1;
@@ -173,67 +174,64 @@ impl Cohort {
     /// Slow acquisition. Returns the caller's node on success, `None` when
     /// `deadline` passed first (the caller is then in no queue and counted
     /// nowhere).
+    ///
+    /// The snode of the caller's node is looked up (allocated on first use)
+    /// only when the caller is about to park: a lock that is free when this
+    /// runs (for instance after a spurious `compare_exchange_weak` failure on
+    /// the fast path) is taken without allocating.
     #[cold]
     pub(crate) fn lock_slow(&self, deadline: Option<Instant>) -> Option<usize> {
         let node = sync::current_node();
-        let snode = self.snodes.get_or_insert(node);
+        let mut snode: Option<&Snode> = None;
         let mut round = 0u32;
-        let mut spinner = false;
-        // A thread woken to compete may spin even if its node has an active waiter.
+        // A thread woken to compete re-parks at once while others are parked.
         let mut woken = false;
         loop {
+            // Relaxed: only a hint for the CAS below, which acquires.
             let s = self.state.load(Ordering::Relaxed);
             if s & LOCKED_BIT == 0 {
+                // Acquire: pairs with the Release of the unlock that cleared
+                // `LOCKED_BIT`, so the previous critical section happens before ours.
                 if self
                     .state
                     .compare_exchange_weak(s, s | LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
-                    if spinner {
-                        snode.spinning.fetch_sub(1, Ordering::Relaxed);
-                    }
                     return Some(node);
                 }
                 continue;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                if spinner {
-                    snode.spinning.fetch_sub(1, Ordering::Relaxed);
-                }
-                // Dekker with `unlock_slow`: we drop out of `spinning`, fence,
-                // then look at the lock; it releases, fences, then counts active
-                // waiters. Either it sees us gone (and wakes a parked waiter) or
-                // we see the lock free here and take it.
-                fence(Ordering::SeqCst);
-                return self.try_lock().then_some(node);
+                // We are counted nowhere: leaving needs no handshake.
+                return None;
             }
             // Spin while the lock is likely to come soon: a bounded number of
             // rounds, and not at all when at least as many waiters are parked as
             // there are CPUs (then the holder or the next one is likely not
-            // running), unless we were just woken to compete.
-            let may_spin = round < spin_rounds() && (woken || parked_count(s) < sync::num_cpus());
-            if may_spin {
-                if !spinner {
-                    snode.spinning.fetch_add(1, Ordering::Relaxed);
-                    spinner = true;
-                }
+            // running). A woken thread that lost the race spins only while
+            // nobody else is parked (parking_lot's rule): the unlock that woke
+            // it has already passed the turn on, so it goes back to sleep.
+            let limit = if woken { 1 } else { sync::num_cpus() };
+            if round < spin_rounds() && parked_count(s) < limit {
                 round += 1;
                 spin_round(round);
                 continue;
             }
-            if spinner {
-                // No Dekker needed here: `park_on` validates under the queue
-                // lock that the lock is still held.
-                snode.spinning.fetch_sub(1, Ordering::Relaxed);
-                spinner = false;
-            }
-            match self.park_on(snode, deadline) {
+            let sn = *snode.get_or_insert_with(|| self.snodes.get_or_insert(node));
+            match self.park_on(sn, deadline) {
                 ParkResult::Unparked(TOKEN_HANDOFF) => return Some(node),
                 ParkResult::Unparked(_) => {
                     woken = true;
                     round = 0;
                 }
-                ParkResult::Invalid => round = 0,
+                ParkResult::Invalid => {
+                    round = 0;
+                    // Relaxed: a hint. Invalid with the lock still held means
+                    // the parked counter is full: yield instead of parking.
+                    if self.state.load(Ordering::Relaxed) & LOCKED_BIT != 0 {
+                        sync::yield_now();
+                    }
+                }
                 ParkResult::TimedOut => return None,
             }
         }
@@ -299,17 +297,28 @@ impl Cohort {
 
     /// Slow unlock: some thread is parked (or the rwlock has other bits set).
     /// `s` is the last observed state; `node` is the unlocker's node
-    /// ([`UNKNOWN_NODE`] to look it up); `fair` forces a direct handoff to a
-    /// parked waiter if there is one.
+    /// ([`UNKNOWN_NODE`] to look it up); `fair` forces a direct handoff.
+    ///
+    /// With a parked count of 0 the lock is released with one CAS. Otherwise
+    /// exactly one parked thread is woken *while we still hold the lock*: the
+    /// release (or the handoff) happens inside the unpark callback, under the
+    /// queue lock of the snode the thread was parked on, together with the
+    /// parked-count decrement. If the picked snode has nobody left (its waiter
+    /// timed out meanwhile) nothing changed and we pick again. So the lock is
+    /// never released while a parked thread stays asleep without another
+    /// unlock coming to wake it (parking_lot's `unlock_slow` shape).
     #[cold]
     pub(crate) fn unlock_slow(&self, mut s: usize, node: usize, fair: bool) {
         let mut node = node;
         loop {
             if parked_count(s) == 0 {
+                // Release: publishes the critical section to the next acquirer.
+                // The CAS fails if a waiter raised the parked count (its
+                // validate CASes the same word), so nobody parks unseen.
                 match self.state.compare_exchange(
                     s,
                     s & !LOCKED_BIT,
-                    Ordering::SeqCst,
+                    Ordering::Release,
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => return,
@@ -322,87 +331,49 @@ impl Cohort {
             if node == UNKNOWN_NODE {
                 node = sync::current_node();
             }
-            // Eventual fairness also while active waiters keep the lock busy:
-            // every few releases, check whether the next node's parked waiter is
-            // owed a direct handoff (its fairness deadline passed).
-            if !fair
-                && config::fairness_tick()
-                && let Some(target) = self.pick_target(node)
-                && config::fairness_due(target)
-            {
-                if self.wake_one(Some(target), true, true) {
-                    return;
-                }
-                s = self.state.load(Ordering::Acquire);
-                continue;
-            }
-            if !fair && self.active_waiters().is_some() {
-                // Hand to a running waiter: just release (one RMW, no wake-up).
-                self.state.fetch_and(!LOCKED_BIT, Ordering::Release);
-                fence(Ordering::SeqCst);
-                // Dekker with a spinner that gives up (timeout): it leaves
-                // `spinning` before its last try, we released before re-reading.
-                match self.active_waiters() {
-                    // The active waiters left meanwhile: wake one to compete.
-                    None => {
-                        let target = self.pick_target(node);
-                        self.wake_one(target, false, false);
-                    }
-                    // Wake ahead of need: the last active waiter is about to
-                    // become the holder, so wake a parked waiter of the node to
-                    // serve next to spin for the following round.
-                    Some(1) => match self.pick_target(node) {
-                        Some(t) if t.spinning.load(Ordering::Relaxed) == 0 => {
-                            self.wake_one(Some(t), false, false);
-                        }
-                        Some(_) => {}
-                        None => {
-                            self.wake_one(None, false, false);
-                        }
-                    },
-                    Some(_) => {}
-                }
-                return;
-            }
-            // No snode with parked waiters: the parked count is then made of
-            // condvar waiters requeued onto this lock (or snode counts lag the
-            // state word for a moment; then nobody is woken and we retry).
             let target = self.pick_target(node);
-            if self.wake_one(target, true, fair) {
+            if self.wake_one(target, fair) {
                 return;
             }
             if target.is_none() {
+                // The word counts a waiter whose snode count is already
+                // gone: a timeout callback is between its two decrements.
                 sync::spin_loop();
             }
+            // Acquire: pairs with the SeqCst CAS in `park_on`'s validate, so
+            // the snode counts it raised first are visible to `pick_target`.
             s = self.state.load(Ordering::Acquire);
         }
     }
 
     /// Wakes one thread parked on `target`, or, with `None`, on the requeue
     /// queue (condvar waiters moved onto this lock, see [`Cohort::requeue_key`]).
-    /// If `we_hold` (the caller still owns the lock), a handoff (forced by
-    /// `fair` or owed by eventual fairness) passes the lock to the woken thread,
-    /// and otherwise the lock is released in the same atomic step and the thread
-    /// competes. If the caller already released the lock (wake ahead of need),
-    /// the thread just competes. Returns whether a thread was woken.
-    fn wake_one(&self, target: Option<&Snode>, we_hold: bool, fair: bool) -> bool {
+    /// The caller holds the lock. In the unpark callback (under the queue
+    /// lock) the woken thread leaves the counts and either is handed the lock
+    /// (forced by `fair`, or owed by eventual fairness: it stays locked and
+    /// ownership passes) or the lock is released in the same atomic step and
+    /// the thread competes. Returns whether a thread was woken; if not, the
+    /// caller still holds the lock.
+    fn wake_one(&self, target: Option<&Snode>, fair: bool) -> bool {
         let callback = |r: sync::UnparkResult| {
             if r.unparked_threads == 0 {
                 return TOKEN_NORMAL;
             }
             if let Some(t) = target {
+                // Relaxed: changed only under this queue lock, which orders it.
                 t.parked.fetch_sub(1, Ordering::Relaxed);
             }
-            if !we_hold {
+            if fair || target.is_some_and(config::fairness_due) {
+                // Relaxed: the lock stays locked and ownership moves to the
+                // woken thread, which synchronizes with us through the parking
+                // lot's unpark (token handoff), not through this word.
                 self.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
-                TOKEN_NORMAL
-            } else if fair || target.is_some_and(config::fairness_due) {
-                // The lock stays locked: ownership moves to the woken thread.
-                self.state.fetch_sub(PARKED_ONE, Ordering::Release);
                 TOKEN_HANDOFF
             } else {
+                // Release: this is the unlock; the next acquirer's Acquire CAS
+                // on `LOCKED_BIT` sees our critical section.
                 self.state
-                    .fetch_sub(PARKED_ONE | LOCKED_BIT, Ordering::SeqCst);
+                    .fetch_sub(PARKED_ONE | LOCKED_BIT, Ordering::Release);
                 TOKEN_NORMAL
             }
         };
@@ -423,17 +394,6 @@ impl Cohort {
     #[inline]
     pub(crate) fn requeue_key(&self) -> usize {
         self as *const Cohort as usize + 3
-    }
-
-    /// The number of active (spinning) waiters over all nodes, if any.
-    #[inline]
-    fn active_waiters(&self) -> Option<usize> {
-        let n: usize = self
-            .snodes
-            .iter()
-            .map(|s| s.spinning.load(Ordering::Relaxed))
-            .sum();
-        (n != 0).then_some(n)
     }
 
     /// The snode to serve next: the unlocker's own node while its batch lasts,

@@ -87,33 +87,6 @@ pub fn fairness_timeout() -> Duration {
     Duration::from_nanos(FAIRNESS_NS.load(StdOrdering::Relaxed))
 }
 
-/// How often (in slow unlocks of one thread) an unlock that could release to
-/// an active waiter first checks whether a parked waiter is owed a handoff.
-#[cfg_attr(numa_loom, allow(dead_code))]
-const FAIRNESS_CHECK_EVERY: u32 = 16;
-
-/// True once every [`FAIRNESS_CHECK_EVERY`] calls on this thread (never under
-/// loom, where time is not modelled).
-#[inline]
-pub(crate) fn fairness_tick() -> bool {
-    #[cfg(numa_loom)]
-    {
-        false
-    }
-    #[cfg(not(numa_loom))]
-    {
-        use std::cell::Cell;
-        thread_local! {
-            static TICK: Cell<u32> = const { Cell::new(0) };
-        }
-        TICK.with(|t| {
-            let n = t.get().wrapping_add(1);
-            t.set(n);
-            n % FAIRNESS_CHECK_EVERY == 0
-        })
-    }
-}
-
 /// Whether a waiter of `snode` is owed a direct handoff now (its node's
 /// fairness deadline passed); if so, or if no deadline was set yet, starts
 /// the next period. Called under `snode`'s parking queue lock. Never true

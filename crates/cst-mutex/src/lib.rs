@@ -8,8 +8,8 @@
 //!
 //! * a **cohort of per-node snodes**: each NUMA node that contends on a lock gets
 //!   an snode holding that node's waiting queue (a `parking_lot_core` queue
-//!   keyed by the snode's address) and its active-waiter and reader counters;
-//!   the snodes of a lock form a list whose cyclic order is the global order;
+//!   keyed by the snode's address) and its reader counter; the snodes of a
+//!   lock form a list whose cyclic order is the global order;
 //! * **NUMA batching**: the unlocker serves its own node while the node's batch
 //!   lasts ([`batch_bound`], 128 by default), then the next node with waiters, so
 //!   the lock (and the data it protects) stays on one node for a while but no
@@ -18,16 +18,20 @@
 //!   node contends and freed when the lock is dropped; an uncontended lock is
 //!   two words and allocates nothing;
 //! * **spin, then park**: a waiter spins (about 1 us of pauses, then up to 7
-//!   yields) as an *active waiter* while the lock is likely to come soon, and
-//!   parks after that bounded spin, or at once when the lock already has at
-//!   least as many parked waiters as the machine has CPUs
-//!   ([`std::thread::available_parallelism`], cached). The unlocker releases to
-//!   an active waiter (running, so no wake-up latency) before it wakes a parked
-//!   one, and when the last active waiter is about to take the lock it wakes a
-//!   parked waiter ahead of need to spin for the next round (seed 001: strict
-//!   handoff to a thread that is not running wastes its time slice);
+//!   yields) while the lock is likely to come soon, and parks after that
+//!   bounded spin, or at once when the lock already has at least as many
+//!   parked waiters as the machine has CPUs
+//!   ([`std::thread::available_parallelism`], cached);
+//! * **every slow unlock wakes exactly one parked thread** (`parking_lot`'s
+//!   shape): while anyone is parked, the unlocker picks the snode to serve by
+//!   the cohort order, wakes one of its waiters and releases the lock in the
+//!   same step, under that snode's queue lock. The parked set drains, so the
+//!   fast paths come back; a woken thread that loses the race to a running
+//!   one re-parks at once while others are parked. (CST itself passes the
+//!   lock to an *active*, spinning waiter ahead of parked ones; measured here
+//!   that kept parked threads parked and every unlock on the slow path.)
 //! * **never idle while a running thread wants it**: without an owed handoff the
-//!   unlock releases the lock (barging) and wakes one parked waiter to compete;
+//!   woken thread competes with running ones (barging);
 //! * **condvar requeue**: `notify_all` wakes one waiter and moves the rest,
 //!   still asleep, onto the mutex, whose unlocks wake them one at a time;
 //! * **eventual fairness** (`parking_lot`'s): a parked waiter whose node has
@@ -57,9 +61,9 @@
 //! starves; and once per [`fairness_timeout`] per node a parked waiter gets a
 //! direct handoff, which bounds how long a barging stream can starve it.
 //! `unlock_fair` always hands off (to the unlocker's node while its batch lasts,
-//! then to the next node). Active (spinning) waiters of any node compete for a
-//! released lock; the NUMA ordering applies to the parked waiters, which are
-//! most waiters on an oversubscribed machine.
+//! then to the next node). Spinning waiters of any node compete for a
+//! released lock; the NUMA ordering decides which parked waiter is woken,
+//! and on an oversubscribed machine most waiters are parked.
 //!
 //! # RwLock policy
 //!

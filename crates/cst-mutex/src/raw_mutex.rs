@@ -164,8 +164,7 @@ unsafe impl lock_api::RawMutexFair for RawMutex {
 
 // SAFETY: a timed-out attempt returns `None` only after the deadline and leaves
 // no trace in the lock: the parked count is decremented under the queue lock
-// in the timeout callback, and a spinner drops out of its snode's active count
-// before its last try.
+// in the timeout callback, and a spinning waiter is counted nowhere.
 unsafe impl lock_api::RawMutexTimed for RawMutex {
     type Duration = Duration;
     type Instant = Instant;

@@ -10,7 +10,7 @@
 //! unlocker moves the lock to the next snode in this cyclic order that has
 //! waiters (see `RawMutex::unlock_slow`).
 //!
-//! Layout: the hot waiting state (parked and spinning counts, batch counter,
+//! Layout: the hot waiting state (parked count, batch counter,
 //! fairness deadline) fills one 64-byte line, so one snode is exactly
 //! 128 bytes (2 cache lines, the second one holds the reader counter of a
 //! `RawRwLock`, which therefore never shares a line with the waiter state).
@@ -32,8 +32,6 @@ pub(crate) struct Snode {
     /// Threads of this node parked on [`Snode::park_key`]. Changed only under
     /// that key's parking-lot queue lock; read racily as a hint.
     pub(crate) parked: AtomicUsize,
-    /// Threads of this node spinning in the slow path (active waiters).
-    pub(crate) spinning: AtomicUsize,
     /// Consecutive acquisitions by this node since the lock last came to it
     /// (the CST batch count). Written only by the lock holder.
     pub(crate) batch: AtomicU32,
@@ -57,7 +55,6 @@ impl Snode {
             node,
             next,
             parked: AtomicUsize::new(0),
-            spinning: AtomicUsize::new(0),
             batch: AtomicU32::new(0),
             fair_deadline_ns: AtomicUsize::new(0),
             readers: ReaderLine {

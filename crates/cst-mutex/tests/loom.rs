@@ -78,7 +78,7 @@ fn mutex_exclusion() {
 }
 
 /// As [`mutex_exclusion`] with the second thread spinning one round before
-/// it parks (active-waiter paths: release to a spinner, wake ahead of need).
+/// it parks (a spinning waiter racing the release and the wake-up).
 #[test]
 fn mutex_exclusion_with_spinner() {
     model(|| {
@@ -375,5 +375,46 @@ fn drop_lock_with_snodes() {
         // SAFETY: only reads the snode list.
         assert!(unsafe { m.raw() }.snode_count() <= 1);
         drop(m);
+    });
+}
+
+/// Lost wake-up with a timed waiter: H holds the lock on node 0, Q (`lock`,
+/// node 1) parks, S (`try_lock_for`, node 0) spins one round and then parks
+/// or times out at any point. Every unlock with parked waiters must wake (or
+/// hand the lock to) a thread that is still parked: if the pick lands on S's
+/// snode after S timed out, the unlock picks again. Otherwise Q stays parked
+/// beside a free lock and loom reports a deadlock at the join.
+#[test]
+fn timed_waiter_leaving_does_not_strand_parked_waiter() {
+    model(|| {
+        let m = Arc::new(RawMutex::new());
+        __set_loom_node(0);
+        let g = m.lock();
+        let q = {
+            let m = m.clone();
+            thread::spawn(move || {
+                __set_loom_node(1);
+                let g = m.lock();
+                // SAFETY: we hold the lock with state `g`.
+                unsafe { m.unlock(g) };
+            })
+        };
+        let s = {
+            let m = m.clone();
+            thread::spawn(move || {
+                __set_loom_node(0);
+                __set_loom_spin_rounds(1);
+                // Far deadline: under loom the park may time out at any point.
+                if let Some(g) = m.try_lock_for(Duration::from_secs(3600)) {
+                    // SAFETY: we hold the lock with state `g`.
+                    unsafe { m.unlock(g) };
+                }
+            })
+        };
+        // SAFETY: we hold the lock with state `g`.
+        unsafe { m.unlock(g) };
+        q.join().unwrap();
+        s.join().unwrap();
+        assert_eq!(m.parked_waiters(), 0);
     });
 }
