@@ -52,6 +52,9 @@ pub(crate) const NODE_READERS_BIT: usize = 8;
 pub(crate) const PARKED_ONE: usize = 16;
 pub(crate) const HALF: u32 = usize::BITS / 2;
 pub(crate) const PARKED_MASK: usize = ((1usize << HALF) - 1) & !15;
+/// The most threads the parked count holds: 2^28 - 1 on 64-bit targets,
+/// 2^12 - 1 = 4095 on 32-bit ones.
+pub(crate) const PARKED_MAX: usize = PARKED_MASK / PARKED_ONE;
 pub(crate) const READER_ONE: usize = 1usize << HALF;
 pub(crate) const READER_MASK: usize = !((1usize << HALF) - 1);
 
@@ -97,6 +100,13 @@ pub(crate) fn spin_round(round: u32) {
 /// The node of the acquiring thread, or [`UNKNOWN_NODE`] when taken on the
 /// fast path (looked up lazily in the slow unlock).
 pub(crate) const UNKNOWN_NODE: usize = usize::MAX;
+
+/// The reserved node id of a mutex's requeue pseudo-snode: it counts the
+/// condvar waiters that `notify_all` moved onto the mutex (they sleep on
+/// [`Cohort::requeue_key`]) and gives them a place in the cyclic snode order,
+/// under the batch and fairness bounds like any node. No thread reports this
+/// node (node ids are OS indices, far below it).
+pub(crate) const REQUEUE_NODE: usize = usize::MAX - 1;
 
 #[inline]
 pub(crate) fn parked_count(s: usize) -> usize {
@@ -331,14 +341,15 @@ impl Cohort {
             if node == UNKNOWN_NODE {
                 node = sync::current_node();
             }
-            let target = self.pick_target(node);
-            if self.wake_one(target, fair) {
-                return;
-            }
-            if target.is_none() {
+            match self.pick_target(node) {
+                Some(target) => {
+                    if self.wake_one(target, fair) {
+                        return;
+                    }
+                }
                 // The word counts a waiter whose snode count is already
                 // gone: a timeout callback is between its two decrements.
-                sync::spin_loop();
+                None => sync::spin_loop(),
             }
             // Acquire: pairs with the SeqCst CAS in `park_on`'s validate, so
             // the snode counts it raised first are visible to `pick_target`.
@@ -346,24 +357,22 @@ impl Cohort {
         }
     }
 
-    /// Wakes one thread parked on `target`, or, with `None`, on the requeue
-    /// queue (condvar waiters moved onto this lock, see [`Cohort::requeue_key`]).
+    /// Wakes one thread parked on `target` (for the requeue pseudo-snode: on
+    /// [`Cohort::requeue_key`], where condvar waiters moved onto this lock sleep).
     /// The caller holds the lock. In the unpark callback (under the queue
     /// lock) the woken thread leaves the counts and either is handed the lock
     /// (forced by `fair`, or owed by eventual fairness: it stays locked and
     /// ownership passes) or the lock is released in the same atomic step and
     /// the thread competes. Returns whether a thread was woken; if not, the
     /// caller still holds the lock.
-    fn wake_one(&self, target: Option<&Snode>, fair: bool) -> bool {
+    fn wake_one(&self, target: &Snode, fair: bool) -> bool {
         let callback = |r: sync::UnparkResult| {
             if r.unparked_threads == 0 {
                 return TOKEN_NORMAL;
             }
-            if let Some(t) = target {
-                // Relaxed: changed only under this queue lock, which orders it.
-                t.parked.fetch_sub(1, Ordering::Relaxed);
-            }
-            if fair || target.is_some_and(config::fairness_due) {
+            // Relaxed: changed only under this queue lock, which orders it.
+            target.parked.fetch_sub(1, Ordering::Relaxed);
+            if fair || config::fairness_due(target) {
                 // Relaxed: the lock stays locked and ownership moves to the
                 // woken thread, which synchronizes with us through the parking
                 // lot's unpark (token handoff), not through this word.
@@ -377,7 +386,11 @@ impl Cohort {
                 TOKEN_NORMAL
             }
         };
-        let key = target.map_or_else(|| self.requeue_key(), Snode::park_key);
+        let key = if target.node == REQUEUE_NODE {
+            self.requeue_key()
+        } else {
+            target.park_key()
+        };
         // SAFETY:
         // - the key is the address of an snode of this lock or this lock's
         //   requeue key, which this crate controls;
@@ -389,7 +402,8 @@ impl Cohort {
 
     /// The parking key of the requeue queue: condvar waiters that
     /// `notify_all` moved onto this lock wait here (counted in the parked
-    /// count, in no snode). The lock's address + 3: `RawRwLock` uses + 0 and
+    /// count and in the [`REQUEUE_NODE`] pseudo-snode). The lock's address + 3
+    /// (so `notify_all` can name it without dereferencing the mutex): `RawRwLock` uses + 0 and
     /// + 1 for its reader and writer-drain queues, snodes are other allocations.
     #[inline]
     pub(crate) fn requeue_key(&self) -> usize {

@@ -33,7 +33,9 @@
 //! * **never idle while a running thread wants it**: without an owed handoff the
 //!   woken thread competes with running ones (barging);
 //! * **condvar requeue**: `notify_all` wakes one waiter and moves the rest,
-//!   still asleep, onto the mutex, whose unlocks wake them one at a time;
+//!   still asleep, onto the mutex, whose unlocks wake them one at a time; they
+//!   form one more member of the cohort order (a pseudo-snode of the mutex),
+//!   so the batch bound and eventual fairness apply to them too;
 //! * **eventual fairness** (`parking_lot`'s): a parked waiter whose node has
 //!   waited past [`fairness_timeout`] (0.5 ms by default) is handed the lock
 //!   directly.

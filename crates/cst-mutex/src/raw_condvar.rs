@@ -1,6 +1,8 @@
 //! [`RawCondvar`]: a condition variable for [`RawMutex`].
 
-use crate::cohort::{PARKED_ONE, TOKEN_HANDOFF, TOKEN_NORMAL};
+use crate::cohort::{
+    PARKED_MAX, PARKED_ONE, REQUEUE_NODE, TOKEN_HANDOFF, TOKEN_NORMAL, parked_count,
+};
 use crate::raw_mutex::{MutexGuardState, RawMutex};
 use crate::sync::{self, AtomicPtr, AtomicUsize, Ordering, ParkResult, ParkToken, RequeueOp};
 use lock_api::RawMutex as _;
@@ -16,9 +18,13 @@ use std::time::{Duration, Instant};
 /// exactly how many. A wait re-queues on the mutex: `notify_all` wakes one
 /// waiter and moves the others, still asleep, onto the mutex's requeue queue
 /// (`parking_lot_core::unpark_requeue`), from which mutex unlocks wake them
-/// one at a time (no thundering herd); they are served after the mutex's
-/// per-node snode queues. `notify_one` wakes one waiter, which re-acquires
-/// through the mutex's NUMA-ordered slow path.
+/// one at a time (no thundering herd). They count as one more member of the
+/// mutex's cohort order (a pseudo-snode of the mutex, allocated by the first
+/// wait), so they are served in turn with the per-node queues, under the same
+/// batch bound and eventual fairness. `notify_one` wakes one waiter, which
+/// re-acquires through the mutex's NUMA-ordered slow path. If the mutex's
+/// parked count has no room for the requeued waiters (see the crate's
+/// limits), `notify_all` wakes them all instead.
 ///
 /// # Panics
 ///
@@ -88,6 +94,11 @@ impl RawCondvar {
         let mut bad_mutex = false;
         let mut timed_out = false;
         let node = guard.node;
+        // The mutex's requeue pseudo-snode, where `notify_all` counts us if it
+        // moves us onto the mutex. Allocated here, outside any queue lock,
+        // while we hold the mutex (so `notify_all` finds it: it only runs
+        // after our validate, under the condvar's queue lock).
+        let requeued = mutex.cohort.snodes.get_or_insert(REQUEUE_NODE);
         let validate = || {
             let cur = self.mutex.load(Ordering::Relaxed);
             if cur.is_null() {
@@ -113,7 +124,10 @@ impl RawCondvar {
                 timed_out = true;
             } else {
                 // Requeued onto the mutex (so notified, not timed out): leave
-                // its parked count, under its requeue queue's lock.
+                // its parked counts, under its requeue queue's lock, snode
+                // first (as every waiter leaving does). Relaxed: both are
+                // changed under this queue lock or by RMWs on the same word.
+                requeued.parked.fetch_sub(1, Ordering::Relaxed);
                 mutex.cohort.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
             }
         };
@@ -205,6 +219,9 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
         // after checking under the condvar's queue lock that waiters (which
         // borrow the mutex) still use it.
         let to = m as usize + 3;
+        // Set when the mutex cannot count the requeued waiters: then all are
+        // woken instead, after the requeue was aborted.
+        let mut wake_all = false;
         let validate = || {
             if self.mutex.load(Ordering::Relaxed) != m {
                 return RequeueOp::Abort;
@@ -217,15 +234,44 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
             // borrow of `*m`, so the mutex is alive while we hold the queue lock.
             let mutex = unsafe { &*m };
             debug_assert_eq!(mutex.cohort.requeue_key(), to);
-            // Count the threads about to be requeued as parked on the mutex
-            // before they get there: an unlock that sees the count and finds no
-            // snode waiter unparks from the requeue queue, whose lock we hold,
-            // so it finds them. The one thread woken now re-locks and later
-            // unlocks the mutex, so the requeued ones are never stranded.
-            mutex
-                .cohort
-                .state
-                .fetch_add((n - 1) * PARKED_ONE, Ordering::Relaxed);
+            let moved = n - 1;
+            if moved != 0 {
+                // Each waiter allocated the pseudo-snode before it queued here.
+                let Some(rq) = mutex.cohort.snodes.find(REQUEUE_NODE) else {
+                    wake_all = true;
+                    return RequeueOp::Abort;
+                };
+                // Count the threads about to be requeued as parked on the
+                // mutex, in the pseudo-snode first and then in the word (an
+                // unlocker that sees the word's count then finds the snode's):
+                // an unlock that picks the pseudo-snode unparks from the
+                // requeue queue, whose lock we hold, so it finds them. The
+                // parked count must not overflow into the reader bits.
+                // Relaxed: `rq.parked` changes only under the requeue queue lock.
+                rq.parked.fetch_add(moved, Ordering::Relaxed);
+                let state = &mutex.cohort.state;
+                // Relaxed: a first guess for the CAS.
+                let mut s = state.load(Ordering::Relaxed);
+                loop {
+                    if parked_count(s) + moved > PARKED_MAX {
+                        rq.parked.fetch_sub(moved, Ordering::Relaxed);
+                        wake_all = true;
+                        return RequeueOp::Abort;
+                    }
+                    // SeqCst: like `park_on`'s validate, a raise of the parked
+                    // count that an unlocker's Acquire load pairs with.
+                    match state.compare_exchange_weak(
+                        s,
+                        s + moved * PARKED_ONE,
+                        Ordering::SeqCst,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => break,
+                        Err(x) => s = x,
+                    }
+                }
+            }
+            // Relaxed: the condvar's fields change only under its queue lock.
             self.waiters.store(0, Ordering::Relaxed);
             self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
             RequeueOp::UnparkOneRequeueRest
@@ -240,6 +286,20 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
         // - `validate` and `callback` only touch atomics: no unwinding, no
         //   parking-lot calls.
         let r = unsafe { sync::unpark_requeue(self.key(), to, validate, callback) };
+        if wake_all {
+            // The mutex's parked count is full: wake every waiter to re-lock
+            // it on its own (each then yields until the count has room).
+            let callback = |_n: usize| {
+                // Relaxed: the condvar's fields change only under its queue lock.
+                self.waiters.store(0, Ordering::Relaxed);
+                self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+                TOKEN_NORMAL
+            };
+            // SAFETY:
+            // - the key is this condvar's address, which this crate controls;
+            // - the callback only stores atomics: no unwinding, no parking-lot calls.
+            return unsafe { sync::unpark_all_with(self.key(), callback) };
+        }
         r.unparked_threads + r.requeued_threads
     }
 }

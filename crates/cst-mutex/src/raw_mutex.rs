@@ -68,13 +68,17 @@ impl RawMutex {
         }
     }
 
-    /// The number of snodes this lock has allocated so far (nodes that have
-    /// contended on it). Each costs 128 bytes until the lock is dropped.
+    /// The number of snodes this lock has allocated so far: one per node
+    /// whose threads had to park on it, plus one once a
+    /// [`RawCondvar`](crate::RawCondvar) waited with it (the queue of condvar
+    /// waiters `notify_all` moves onto the mutex). Each costs 128 bytes until
+    /// the lock is dropped. A test and diagnostic aid.
     pub fn snode_count(&self) -> usize {
         self.cohort.snodes.len()
     }
 
-    /// The number of threads parked on this lock right now (a snapshot).
+    /// The number of threads parked on this lock right now (a snapshot,
+    /// including condvar waiters moved onto it). A test and diagnostic aid.
     pub fn parked_waiters(&self) -> usize {
         crate::cohort::parked_count(self.cohort.state.load(Ordering::Relaxed))
     }

@@ -7,7 +7,7 @@
 #![cfg(numa_loom)]
 
 use cst_mutex::{__set_loom_node, __set_loom_spin_rounds, RawCondvar, RawMutex, RawRwLock};
-use lock_api::RawCondvar as _;
+use lock_api::{RawCondvar as _, RawCondvarTimed as _};
 use lock_api::{
     RawMutex as _, RawMutexFair as _, RawMutexTimed as _, RawRwLock as _, RawRwLockDowngrade as _,
     RawRwLockUpgrade as _,
@@ -416,5 +416,52 @@ fn timed_waiter_leaving_does_not_strand_parked_waiter() {
         q.join().unwrap();
         s.join().unwrap();
         assert_eq!(m.parked_waiters(), 0);
+    });
+}
+
+/// `notify_all` requeues a timed condvar waiter onto the mutex, where it may
+/// time out at any point (leaving the requeue pseudo-snode) while the
+/// notifier's unlock picks that pseudo-snode; the other waiter (woken by
+/// `notify_all`, then parked on its node's queue or holding the mutex) must
+/// still get the mutex, and nothing stays counted as parked.
+#[test]
+fn requeued_timed_waiter_leaving() {
+    model(|| {
+        let pair = Arc::new((
+            RawMutex::new(),
+            RawCondvar::new(),
+            loom::sync::atomic::AtomicBool::new(false),
+        ));
+        let waiters: Vec<_> = (0..2)
+            .map(|node| {
+                let pair = pair.clone();
+                thread::spawn(move || {
+                    __set_loom_node(node);
+                    let mut g = pair.0.lock();
+                    if !pair.2.load(Relaxed) {
+                        // SAFETY: we hold `pair.0` with state `g`.
+                        unsafe {
+                            if node == 0 {
+                                pair.1.wait_for(&pair.0, &mut g, &Duration::from_secs(3600));
+                            } else {
+                                pair.1.wait(&pair.0, &mut g);
+                            }
+                        }
+                    }
+                    // SAFETY: we hold the mutex with state `g`.
+                    unsafe { pair.0.unlock(g) };
+                })
+            })
+            .collect();
+        __set_loom_node(1);
+        let g = pair.0.lock();
+        pair.2.store(true, Relaxed);
+        pair.1.notify_all();
+        // SAFETY: we hold the mutex with state `g`.
+        unsafe { pair.0.unlock(g) };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(pair.0.parked_waiters(), 0);
     });
 }
