@@ -8,7 +8,7 @@
 //! | 0 | `LOCKED_BIT` | the (writer) lock is held |
 //! | 1 | `WRITER_BIT` | `RawRwLock` only: a writer holds or drains the lock; readers wait |
 //! | 2 | `READERS_PARKED_BIT` | `RawRwLock` only: readers are parked on the lock |
-//! | 3 | `NODE_READERS_BIT` | `RawRwLock` only: readers have used snode counters (sticky) |
+//! | 3 | `NODE_READERS_BIT` | `RawRwLock` only: readers may be counted on snode counters (set by such a reader before it enters, cleared by a writer that drained them) |
 //! | 4 .. `HALF` | parked count | threads parked on some snode of this lock |
 //! | `HALF` .. | fast readers | `RawRwLock` only: readers counted in the word itself |
 //!

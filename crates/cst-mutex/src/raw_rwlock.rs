@@ -22,7 +22,12 @@
 //! (one CAS, no allocation). A reader that loses that CAS to a concurrent
 //! update (contention) registers on the reader counter of its node's snode,
 //! which sits on its own cache line, so readers of different nodes never write
-//! the same line. The shared guard remembers which counter it used.
+//! the same line. The shared guard remembers which counter it used. While
+//! node readers may be inside, `NODE_READERS_BIT` keeps writers off their
+//! fast path; the next writer that has drained every counter clears it, so
+//! a burst of reader contention does not slow later uncontended writers. A
+//! spurious `compare_exchange_weak` failure is retried on the fast counter,
+//! so an uncontended reader never allocates an snode.
 
 use crate::cohort::{
     Cohort, LOCKED_BIT, NODE_READERS_BIT, READER_MASK, READER_ONE, READERS_PARKED_BIT,
@@ -127,48 +132,89 @@ impl RawRwLock {
             .sum::<usize>()
     }
 
-    /// One try on the fast (state-word) reader counter.
+    /// One try on the fast (state-word) reader counter: `Some(true)` when
+    /// counted, `Some(false)` when a writer is in, `None` on contention (the
+    /// word changed under us) or a full counter. A spurious
+    /// `compare_exchange_weak` failure (LL/SC targets) is retried, so an
+    /// uncontended reader never reaches the node counters.
     #[inline]
     fn try_shared_fast(&self) -> Option<bool> {
+        // Relaxed: a first guess for the CAS, which acquires.
         let s = self.cohort.state.load(Ordering::Relaxed);
-        if s & WRITER_BIT != 0 {
-            return Some(false);
-        }
-        if s & READER_MASK == READER_MASK {
-            return None;
-        }
-        match self.cohort.state.compare_exchange_weak(
-            s,
-            s + READER_ONE,
-            Ordering::Acquire,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => Some(true),
-            Err(_) => None,
+        loop {
+            if s & WRITER_BIT != 0 {
+                return Some(false);
+            }
+            if s & READER_MASK == READER_MASK {
+                return None;
+            }
+            // Acquire: pairs with the Release of the last writer's unlock.
+            match self.cohort.state.compare_exchange_weak(
+                s,
+                s + READER_ONE,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(true),
+                // Unchanged word: a spurious failure, not contention.
+                Err(x) if x == s => {}
+                Err(_) => return None,
+            }
         }
     }
 
     /// Registers on `snode`'s counter if no writer is in; on failure leaves
     /// again (waking a draining writer if we were the last reader).
+    ///
+    /// Once readers count outside the state word, a state of 0 no longer
+    /// means "no reader", so a registered node reader keeps
+    /// `NODE_READERS_BIT` set: that sends writers (whose fast path CASes from
+    /// exactly 0) to the draining slow path. A writer that has drained every
+    /// counter clears the bit again ([`RawRwLock::readers_drained`]); a reader
+    /// therefore enters only after seeing the bit set with `WRITER_BIT` clear,
+    /// setting it itself if need be.
     pub(crate) fn try_shared_node(&self, snode: &Snode) -> bool {
-        // Once readers count outside the state word, a state of 0 no longer
-        // means "no reader": the sticky bit sends writers to the draining
-        // slow path (the fast path CASes from exactly 0).
-        if self.cohort.state.load(Ordering::Relaxed) & NODE_READERS_BIT == 0 {
-            self.cohort
-                .state
-                .fetch_or(NODE_READERS_BIT, Ordering::Relaxed);
-        }
+        // Relaxed: the count is published by the SeqCst fence below.
         snode.readers.count.fetch_add(1, Ordering::Relaxed);
         // Dekker with `become_writer`: counter store, fence, state load here;
-        // `WRITER_BIT` store, fence, counter loads there.
+        // `WRITER_BIT` store, fence, counter loads there. Either the writer
+        // counts us (and neither enters nor clears `NODE_READERS_BIT` before
+        // we leave) or we see its `WRITER_BIT`.
         fence(Ordering::SeqCst);
-        if self.cohort.state.load(Ordering::Acquire) & WRITER_BIT == 0 {
+        // Acquire: pairs with the Release of the last writer's unlock.
+        let mut s = self.cohort.state.load(Ordering::Acquire);
+        if s & (WRITER_BIT | NODE_READERS_BIT) == 0 {
+            // SeqCst RMW: ordered with a fast-path writer's CAS from 0 on the
+            // same word: if it came first we see `WRITER_BIT` in `s`.
+            s = self
+                .cohort
+                .state
+                .fetch_or(NODE_READERS_BIT, Ordering::SeqCst);
+        }
+        if s & WRITER_BIT == 0 {
             return true;
         }
+        // Release: our (empty) read side happens before a writer that sees 0.
         snode.readers.count.fetch_sub(1, Ordering::Release);
         self.after_reader_left();
         false
+    }
+
+    /// Called by a writer holding `WRITER_BIT` that found no reader inside:
+    /// no reader can enter until it clears `WRITER_BIT`, so `NODE_READERS_BIT`
+    /// can be cleared (node readers that come later set it again before they
+    /// enter). Keeps an uncontended writer on the fast path after a burst of
+    /// reader contention.
+    #[inline]
+    fn readers_drained(&self) {
+        // Relaxed: a hint; the bit is only cleared by the `WRITER_BIT` holder.
+        if self.cohort.state.load(Ordering::Relaxed) & NODE_READERS_BIT != 0 {
+            // Relaxed: the drain that proved the counters 0 already acquired
+            // from the readers' releases; clearing the bit publishes nothing.
+            self.cohort
+                .state
+                .fetch_and(!NODE_READERS_BIT, Ordering::Relaxed);
+        }
     }
 
     /// Called after a reader left while a writer may be draining: wakes it when
@@ -185,16 +231,28 @@ impl RawRwLock {
         }
     }
 
+    /// Slow shared acquisition: the fast counter again (a spurious CAS
+    /// failure or a writer brought us here), the node's snode counter on
+    /// contention (allocating the snode on first use), spin, then park while
+    /// a writer is in.
     #[cold]
-    fn lock_shared_slow(&self, deadline: Option<Instant>) -> Option<SharedGuardState> {
-        let node = sync::current_node();
-        let snode = self.cohort.snodes.get_or_insert(node);
+    pub(crate) fn lock_shared_slow(&self, deadline: Option<Instant>) -> Option<SharedGuardState> {
+        let mut snode: Option<&Snode> = None;
         let mut round = 0u32;
         loop {
-            if self.try_shared_node(snode) {
-                return Some(SharedGuardState {
-                    counter: snode as *const Snode as usize,
-                });
+            match self.try_shared_fast() {
+                Some(true) => return Some(SharedGuardState { counter: FAST }),
+                Some(false) => {}
+                None => {
+                    let sn = *snode.get_or_insert_with(|| {
+                        self.cohort.snodes.get_or_insert(sync::current_node())
+                    });
+                    if self.try_shared_node(sn) {
+                        return Some(SharedGuardState {
+                            counter: sn as *const Snode as usize,
+                        });
+                    }
+                }
             }
             if round < spin_rounds() {
                 round += 1;
@@ -282,6 +340,7 @@ impl RawRwLock {
         let mut round = 0u32;
         loop {
             if self.readers_total() == 0 {
+                self.readers_drained();
                 return true;
             }
             if round < spin_rounds() {
@@ -494,6 +553,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
                 self.cohort.state.fetch_or(WRITER_BIT, Ordering::AcqRel);
                 fence(Ordering::SeqCst);
                 if self.readers_total() == 0 {
+                    self.readers_drained();
                     return Some(ExclusiveGuardState { node: UNKNOWN_NODE });
                 }
                 self.clear_writer_bit();
@@ -602,6 +662,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
         self.cohort.state.fetch_or(WRITER_BIT, Ordering::AcqRel);
         fence(Ordering::SeqCst);
         if self.readers_total() == 0 {
+            self.readers_drained();
             return Ok(guard);
         }
         self.clear_writer_bit();

@@ -185,3 +185,58 @@ fn overdue_waiter_gets_direct_handoff() {
     numa_topology::set_current_thread_node(None);
     assert_eq!(*m.lock(), 1);
 }
+
+/// After readers used snode counters (a reader-reader collision on the state
+/// word), the next writer that drains them clears `NODE_READERS_BIT`, so the
+/// following uncontended writers take the fast path (CAS from 0) again.
+#[test]
+fn node_readers_bit_clears_after_a_writer() {
+    use crate::cohort::NODE_READERS_BIT;
+    use lock_api::RawRwLock as _;
+    let l = crate::RawRwLock::new();
+    let snode = l.cohort.snodes.get_or_insert(1);
+    assert!(l.try_shared_node(snode));
+    assert_ne!(l.cohort.state.load(Ordering::SeqCst) & NODE_READERS_BIT, 0);
+    snode.readers.count.fetch_sub(1, Ordering::SeqCst);
+    let g = l.lock_exclusive();
+    // SAFETY: `g` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(g) };
+    assert_eq!(
+        l.cohort.state.load(Ordering::SeqCst),
+        0,
+        "NODE_READERS_BIT stayed set with no node reader"
+    );
+    // The writer fast path works again: it CASes from exactly 0.
+    let g = l.try_lock_exclusive().expect("free lock");
+    assert_eq!(l.cohort.state.load(Ordering::SeqCst) & NODE_READERS_BIT, 0);
+    // SAFETY: `g` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(g) };
+}
+
+/// The slow paths, entered on a free lock (as after a spurious
+/// `compare_exchange_weak` failure of the fast path on LL/SC targets), take
+/// it without allocating an snode.
+#[test]
+fn slow_paths_on_a_free_lock_do_not_allocate() {
+    use lock_api::RawRwLock as _;
+    let m = RawMutex::new();
+    let node = m.cohort.lock_slow(None).expect("untimed");
+    assert_eq!(
+        m.snode_count(),
+        0,
+        "mutex slow path allocated on a free lock"
+    );
+    m.cohort.unlock_slow(LOCKED_BIT, node, false);
+    assert_eq!(m.cohort.state.load(Ordering::SeqCst), 0);
+
+    let l = crate::RawRwLock::new();
+    let g = l.lock_shared_slow(None).expect("untimed");
+    assert_eq!(
+        l.snode_count(),
+        0,
+        "reader slow path allocated on a free lock"
+    );
+    // SAFETY: `g` is our shared acquisition.
+    unsafe { l.unlock_shared(g) };
+    assert!(!l.is_locked());
+}

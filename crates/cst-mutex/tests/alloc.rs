@@ -15,6 +15,23 @@ struct Counting;
 
 static SNODES_LIVE: AtomicIsize = AtomicIsize::new(0);
 
+thread_local! {
+    /// Allocations of any size made by this thread while it counts (const
+    /// initialised, no destructor: reading it never allocates).
+    static THREAD_ALLOCS: std::cell::Cell<(bool, usize)> = const { std::cell::Cell::new((false, 0)) };
+}
+
+/// Runs `f` and returns how many allocations this thread made meanwhile.
+fn allocations_in(f: impl FnOnce()) -> usize {
+    THREAD_ALLOCS.with(|c| c.set((true, 0)));
+    f();
+    THREAD_ALLOCS.with(|c| {
+        let (_, n) = c.get();
+        c.set((false, 0));
+        n
+    })
+}
+
 fn is_snode(l: Layout) -> bool {
     l.size() == 128 && l.align() == 64
 }
@@ -22,6 +39,13 @@ fn is_snode(l: Layout) -> bool {
 // SAFETY: forwards to `System`, only counting on the side.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // `try_with`: a thread being torn down has no slot any more.
+        let _ = THREAD_ALLOCS.try_with(|c| {
+            let (on, n) = c.get();
+            if on {
+                c.set((true, n + 1));
+            }
+        });
         if is_snode(l) {
             SNODES_LIVE.fetch_add(1, Ordering::SeqCst);
         }
@@ -58,6 +82,39 @@ fn contend<F: Fn() + Send + Sync + 'static>(threads: usize, f: F) {
     for h in hs {
         h.join().unwrap();
     }
+}
+
+/// Every uncontended operation of every type, including the timed, fair,
+/// upgradable and downgrading ones and a condvar nobody waits on, allocates
+/// nothing at all (counted per thread, so other tests do not interfere).
+#[test]
+fn uncontended_operations_never_allocate() {
+    use cst_mutex::{Condvar, MutexGuard, RwLockUpgradableReadGuard, RwLockWriteGuard};
+    use std::time::Duration;
+    let m = Mutex::new(0u64);
+    let l = RwLock::new(0u64);
+    let cv = Condvar::new();
+    let t = Duration::from_millis(1);
+    let n = allocations_in(|| {
+        for _ in 0..1000 {
+            *m.lock() += 1;
+            *m.try_lock().unwrap() += 1;
+            *m.try_lock_for(t).unwrap() += 1;
+            MutexGuard::unlock_fair(m.lock());
+            *l.write() += 1;
+            *l.try_write_for(t).unwrap() += 1;
+            let (a, b) = (l.read(), l.try_read_for(t).unwrap());
+            std::hint::black_box((*a, *b));
+            drop((a, b));
+            let up = l.upgradable_read();
+            let w = RwLockUpgradableReadGuard::upgrade(up);
+            let r = RwLockWriteGuard::downgrade(w);
+            drop(r);
+            assert_eq!(cv.notify_one(), false);
+            assert_eq!(cv.notify_all(), 0);
+        }
+    });
+    assert_eq!(n, 0, "uncontended operations allocated {n} times");
 }
 
 // One test function: the counter is process-wide, parallel tests would mix.
