@@ -253,8 +253,8 @@ impl Cohort {
             let mut s = self.state.load(Ordering::Relaxed);
             loop {
                 // Not parking on a free lock is what prevents lost wake-ups; a
-                // full parked counter (2^29 - 1 threads on 64-bit) makes us
-                // spin and yield instead.
+                // full parked counter ([`PARKED_MAX`] threads) makes us yield
+                // and retry instead.
                 if s & LOCKED_BIT == 0 || s & PARKED_MASK == PARKED_MASK {
                     return false;
                 }

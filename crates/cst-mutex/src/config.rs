@@ -87,10 +87,16 @@ pub fn fairness_timeout() -> Duration {
     Duration::from_nanos(FAIRNESS_NS.load(StdOrdering::Relaxed))
 }
 
-/// Whether a waiter of `snode` is owed a direct handoff now (its node's
-/// fairness deadline passed); if so, or if no deadline was set yet, starts
-/// the next period. Called under `snode`'s parking queue lock. Never true
-/// under loom (time is not modelled; the models use `unlock_fair`).
+/// Whether a waiter of `snode` is owed a direct handoff now: a whole
+/// fairness period (the current [`fairness_timeout`]) has passed since the
+/// node's period started; if so, or if no period was started yet, starts the
+/// next one. Called under the queue lock `snode`'s waiters sleep on. Never
+/// true under loom (time is not modelled; the models use `unlock_fair`).
+///
+/// Times are `u64` nanoseconds since a process epoch on every target (no
+/// wrap for 584 years), and the period start is stored rather than a
+/// deadline, so a huge timeout never pins a deadline: setting the timeout
+/// back takes effect at the next check.
 pub(crate) fn fairness_due(snode: &Snode) -> bool {
     #[cfg(numa_loom)]
     {
@@ -103,16 +109,19 @@ pub(crate) fn fairness_due(snode: &Snode) -> bool {
         use std::sync::OnceLock;
         use std::time::Instant;
         static EPOCH: OnceLock<Instant> = OnceLock::new();
-        let now = EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as usize;
-        let deadline = snode.fair_deadline_ns.load(Ordering::Relaxed);
-        let period = FAIRNESS_NS.load(StdOrdering::Relaxed) as usize;
-        if deadline == 0 || now >= deadline {
-            snode
-                .fair_deadline_ns
-                .store(now.saturating_add(period).max(1), Ordering::Relaxed);
-            deadline != 0
-        } else {
-            false
+        // + 1: 0 means "no period started".
+        let now = u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            + 1;
+        // Relaxed: the field is only accessed under the same queue lock.
+        let since = snode.fair_since_ns.load(Ordering::Relaxed);
+        let period = FAIRNESS_NS.load(StdOrdering::Relaxed);
+        // `now >= since`: the clock is monotonic and the lock orders the calls.
+        let due = since != 0 && now.saturating_sub(since) >= period;
+        if since == 0 || due {
+            // Relaxed: as above.
+            snode.fair_since_ns.store(now, Ordering::Relaxed);
         }
+        due
     }
 }

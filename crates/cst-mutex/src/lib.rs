@@ -129,10 +129,12 @@
 //!
 //! # Limits
 //!
-//! The state word packs counters: on 64-bit targets up to 2^29 - 1 threads
-//! parked per lock (more waiters yield instead of parking) and 2^32 - 1
-//! fast-path readers (more readers register on their node's counter); on
-//! 32-bit targets 8191 and 65535. Threads are not pinned: a thread that migrates between
+//! The state word packs counters (bit table in the `cohort` module): on
+//! 64-bit targets up to 2^28 - 1 threads parked per lock and 2^32 - 1
+//! fast-path readers, on 32-bit targets 2^12 - 1 = 4095 and 2^16 - 1 = 65535.
+//! More waiters than that yield instead of parking; more readers register on
+//! their node's counter; a `notify_all` whose requeued waiters would not fit
+//! wakes them all instead. Threads are not pinned: a thread that migrates between
 //! nodes is served as a member of the node it queued on (a stale node costs
 //! performance, never correctness).
 

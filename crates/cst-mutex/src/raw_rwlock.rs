@@ -393,9 +393,18 @@ impl RawRwLock {
             // holder (us) can set it again.
             let mut s = state.load(Ordering::Relaxed);
             loop {
-                let new = (s & !READERS_PARKED_BIT) + n * READER_ONE;
+                // Admit them on the state word if its counter has room;
+                // otherwise they wake to register on their own (node counters).
+                let room = (READER_MASK - (s & READER_MASK)) / READER_ONE;
+                let (new, token) = if n <= room {
+                    ((s & !READERS_PARKED_BIT) + n * READER_ONE, TOKEN_HANDOFF)
+                } else {
+                    (s & !READERS_PARKED_BIT, TOKEN_NORMAL)
+                };
+                // Release: the admitted readers see our critical section (they
+                // also synchronize through the parking lot's unpark).
                 match state.compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed) {
-                    Ok(_) => return TOKEN_HANDOFF,
+                    Ok(_) => return token,
                     Err(x) => s = x,
                 }
             }
@@ -405,6 +414,38 @@ impl RawRwLock {
         // - the callback only updates the state word: no unwinding, no
         //   parking-lot calls.
         unsafe { sync::unpark_all_with(self.reader_key(), callback) };
+    }
+
+    /// Counts one more reader for a downgrade, while we hold the cohort mutex
+    /// and no writer drains (only the cohort holder sets `WRITER_BIT`): on
+    /// the state word, or, when its counter is full, on our node's counter
+    /// (never carrying into the bits below).
+    fn add_downgraded_reader(&self) -> SharedGuardState {
+        // Relaxed: a first guess for the CAS.
+        let mut s = self.cohort.state.load(Ordering::Relaxed);
+        while s & READER_MASK != READER_MASK {
+            // Acquire: we keep holding the lock across the downgrade, so this
+            // orders nothing new; it matches the reader fast path's CAS.
+            match self.cohort.state.compare_exchange_weak(
+                s,
+                s + READER_ONE,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return SharedGuardState { counter: FAST },
+                Err(x) => s = x,
+            }
+        }
+        let snode = self.cohort.snodes.get_or_insert(sync::current_node());
+        // Relaxed: we hold the cohort mutex, so no writer is draining and
+        // none can set `WRITER_BIT` before we release it, which publishes both.
+        self.cohort
+            .state
+            .fetch_or(NODE_READERS_BIT, Ordering::Relaxed);
+        snode.readers.count.fetch_add(1, Ordering::Relaxed);
+        SharedGuardState {
+            counter: snode as *const Snode as usize,
+        }
     }
 
     fn unlock_exclusive_inner(&self, g: ExclusiveGuardState, fair: bool) {
@@ -593,14 +634,15 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
     }
 }
 
-// SAFETY: the writer counts itself as a (state-word) reader before it clears
-// `WRITER_BIT` and releases the cohort mutex, so no writer can enter between.
+// SAFETY: the writer counts itself as a reader (on the state word, or on its
+// node's counter when the word's is full) before it clears `WRITER_BIT` and
+// releases the cohort mutex, so no writer can enter between.
 unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
     unsafe fn downgrade(&self, guard: ExclusiveGuardState) -> SharedGuardState {
-        self.cohort.state.fetch_add(READER_ONE, Ordering::Acquire);
+        let shared = self.add_downgraded_reader();
         self.clear_writer_bit();
         self.unlock_cohort(guard, false);
-        SharedGuardState { counter: FAST }
+        shared
     }
 }
 
@@ -682,9 +724,9 @@ unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
 // upgradable downgrade only clears `WRITER_BIT` (admitting waiting readers).
 unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
     unsafe fn downgrade_upgradable(&self, guard: ExclusiveGuardState) -> SharedGuardState {
-        self.cohort.state.fetch_add(READER_ONE, Ordering::Acquire);
+        let shared = self.add_downgraded_reader();
         self.unlock_cohort(guard, false);
-        SharedGuardState { counter: FAST }
+        shared
     }
 
     unsafe fn downgrade_to_upgradable(&self, guard: ExclusiveGuardState) -> ExclusiveGuardState {

@@ -15,14 +15,14 @@
 //! 128 bytes (2 cache lines, the second one holds the reader counter of a
 //! `RawRwLock`, which therefore never shares a line with the waiter state).
 
-use crate::sync::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::ptr;
 
 /// One NUMA node's share of a contended lock.
 ///
 /// Parked waiters of the node park on the snode's address (key
 /// [`Snode::park_key`]); the counters below are kept under that parking
-/// queue's lock (`parked`) or by their owner (`batch`, `fair_deadline_ns`).
+/// queue's lock (`parked`, `fair_since_ns`) or by the lock holder (`batch`).
 #[repr(C, align(64))]
 pub(crate) struct Snode {
     /// The NUMA node (OS index) of this snode. Immutable.
@@ -35,9 +35,11 @@ pub(crate) struct Snode {
     /// Consecutive acquisitions by this node since the lock last came to it
     /// (the CST batch count). Written only by the lock holder.
     pub(crate) batch: AtomicU32,
-    /// Eventual fairness: when (ns since the process epoch) a parked waiter of
-    /// this node is next owed a direct handoff. Written under the queue lock.
-    pub(crate) fair_deadline_ns: AtomicUsize,
+    /// Eventual fairness: when (ns since the process epoch, + 1; 0 = never)
+    /// the node's current fairness period started; a parked waiter is owed a
+    /// direct handoff once a period has passed. `u64` on every target.
+    /// Accessed only under the queue lock its waiters sleep on.
+    pub(crate) fair_since_ns: AtomicU64,
     /// Second cache line: the per-node reader counter of `RawRwLock`.
     pub(crate) readers: ReaderLine,
 }
@@ -56,7 +58,7 @@ impl Snode {
             next,
             parked: AtomicUsize::new(0),
             batch: AtomicU32::new(0),
-            fair_deadline_ns: AtomicUsize::new(0),
+            fair_since_ns: AtomicU64::new(0),
             readers: ReaderLine {
                 count: AtomicUsize::new(0),
             },

@@ -10,10 +10,12 @@
 //! racing a handoff.
 
 #[cfg(not(numa_loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 #[cfg(numa_loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
+pub(crate) use loom::sync::atomic::{
+    AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 
 pub(crate) use parking_lot_core::{ParkResult, ParkToken, RequeueOp, UnparkResult, UnparkToken};
 use std::time::Instant;

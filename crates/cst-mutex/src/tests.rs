@@ -97,6 +97,7 @@ fn cohort_order_and_batch_bound() {
 
 #[test]
 fn config_rejects_bad_values() {
+    let _serial = FAIRNESS_CONFIG.lock().unwrap();
     assert_eq!(crate::set_batch_bound(0), Err(ConfigError::ZeroBatchBound));
     assert_eq!(
         crate::set_fairness_timeout(Duration::ZERO),
@@ -113,6 +114,18 @@ fn config_rejects_bad_values() {
             .contains("batch bound")
     );
     assert_eq!(crate::fairness_timeout(), crate::DEFAULT_FAIRNESS_TIMEOUT);
+}
+
+#[test]
+fn documented_limits_follow_the_masks() {
+    use crate::cohort::{PARKED_MAX, READER_MASK, READER_ONE};
+    #[cfg(target_pointer_width = "64")]
+    assert_eq!(
+        (PARKED_MAX, READER_MASK / READER_ONE),
+        ((1 << 28) - 1, (1 << 32) - 1)
+    );
+    #[cfg(target_pointer_width = "32")]
+    assert_eq!((PARKED_MAX, READER_MASK / READER_ONE), (4095, 65535));
 }
 
 #[test]
@@ -151,6 +164,7 @@ fn writer_fast_path_sees_node_readers() {
 /// becomes free, so the unlocker's immediate `try_lock` must fail).
 #[test]
 fn overdue_waiter_gets_direct_handoff() {
+    let _serial = FAIRNESS_CONFIG.lock().unwrap();
     use std::sync::atomic::{AtomicBool, Ordering as O};
     let m = Arc::new(Mutex::new(0u32));
     let checked = Arc::new(AtomicBool::new(false));
@@ -173,8 +187,8 @@ fn overdue_waiter_gets_direct_handoff() {
         thread::yield_now();
     }
     let snode = raw.cohort.snodes.find(1).expect("waiter's snode");
-    // Deadline long past: the next wake-up of node 1 is owed a handoff.
-    snode.fair_deadline_ns.store(1, Ordering::SeqCst);
+    // Period started long ago: the next wake-up of node 1 is owed a handoff.
+    snode.fair_since_ns.store(1, Ordering::SeqCst);
     drop(g);
     assert!(
         m.try_lock().is_none(),
@@ -239,4 +253,109 @@ fn slow_paths_on_a_free_lock_do_not_allocate() {
     // SAFETY: `g` is our shared acquisition.
     unsafe { l.unlock_shared(g) };
     assert!(!l.is_locked());
+}
+
+/// Serialises the tests that change or depend on the process-wide fairness
+/// timeout.
+static FAIRNESS_CONFIG: StdMutex<()> = StdMutex::new(());
+
+/// A fairness timeout of `u64::MAX` ns (allowed) must not switch eventual
+/// fairness off for good: once the timeout is set back, a node's waiter is
+/// owed a handoff again one period later.
+#[test]
+fn huge_fairness_timeout_does_not_pin_the_deadline() {
+    let _serial = FAIRNESS_CONFIG.lock().unwrap();
+    let l = crate::RawMutex::new();
+    let snode = l.cohort.snodes.get_or_insert(1);
+    crate::set_fairness_timeout(Duration::from_nanos(u64::MAX)).unwrap();
+    crate::config::fairness_due(snode); // starts a period
+    crate::config::fairness_due(snode);
+    crate::set_fairness_timeout(Duration::from_micros(1)).unwrap();
+    thread::sleep(Duration::from_millis(2));
+    let due = crate::config::fairness_due(snode) || {
+        thread::sleep(Duration::from_millis(2));
+        crate::config::fairness_due(snode)
+    };
+    crate::set_fairness_timeout(crate::DEFAULT_FAIRNESS_TIMEOUT).unwrap();
+    assert!(due, "eventual fairness stayed off after a huge timeout");
+}
+
+/// Downgrading an upgradable read with the state word's reader counter full
+/// (2^32 - 1 readers on 64-bit targets, 65535 on 32-bit ones) counts the
+/// downgraded reader elsewhere instead of carrying out of the word.
+#[test]
+fn downgrade_with_a_full_reader_counter() {
+    use crate::cohort::READER_MASK;
+    use lock_api::{RawRwLock as _, RawRwLockUpgrade as _, RawRwLockUpgradeDowngrade as _};
+    let l = crate::RawRwLock::new();
+    let up = l.lock_upgradable();
+    // Stand-ins for a full counter of fast readers.
+    l.cohort.state.fetch_add(READER_MASK, Ordering::SeqCst);
+    // SAFETY: `up` is our upgradable acquisition.
+    let r = unsafe { l.downgrade_upgradable(up) };
+    let s = l.cohort.state.load(Ordering::SeqCst);
+    assert_eq!(s & READER_MASK, READER_MASK, "reader counter overflowed");
+    assert_eq!(s & LOCKED_BIT, 0, "cohort mutex still held");
+    l.cohort.state.fetch_sub(READER_MASK, Ordering::SeqCst);
+    assert!(l.is_locked(), "downgraded reader not counted");
+    assert!(l.try_lock_exclusive().is_none());
+    // SAFETY: `r` is our shared acquisition.
+    unsafe { l.unlock_shared(r) };
+    assert!(!l.is_locked());
+}
+
+/// `notify_all` with the mutex's parked count (nearly) full: the requeued
+/// waiters cannot be counted on the mutex, so all are woken instead; the
+/// count never carries into the bits above it.
+#[test]
+fn notify_all_with_a_full_parked_count() {
+    use crate::RawCondvar;
+    use crate::cohort::{PARKED_MASK, PARKED_ONE};
+    use lock_api::{RawCondvar as _, RawMutex as _};
+    use std::sync::atomic::AtomicUsize;
+    const WAITERS: usize = 3;
+    let shared = Arc::new((RawMutex::new(), RawCondvar::new(), AtomicUsize::new(0)));
+    let hs: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let (m, cv, ready) = &*shared;
+                let mut g = m.lock();
+                ready.fetch_add(1, Ordering::SeqCst);
+                // SAFETY: we hold `m` with state `g`.
+                unsafe { cv.wait(m, &mut g) };
+                // SAFETY: we hold `m` with state `g`.
+                unsafe { m.unlock(g) };
+            })
+        })
+        .collect();
+    let (m, cv, ready) = &*shared;
+    // Each waiter counted itself under the mutex and is queued on the condvar
+    // before it released it.
+    let g = loop {
+        let g = m.lock();
+        if ready.load(Ordering::SeqCst) == WAITERS {
+            break g;
+        }
+        // SAFETY: we hold `m` with state `g`.
+        unsafe { m.unlock(g) };
+        thread::yield_now();
+    };
+    // Stand-ins for parked threads: one short of a full count.
+    let fake = PARKED_MASK - PARKED_ONE;
+    m.cohort.state.fetch_add(fake, Ordering::SeqCst);
+    assert_eq!(cv.notify_all(), WAITERS);
+    let s = m.cohort.state.load(Ordering::SeqCst);
+    m.cohort.state.fetch_sub(fake, Ordering::SeqCst);
+    assert_eq!(
+        s & !PARKED_MASK,
+        LOCKED_BIT,
+        "parked count carried into other bits"
+    );
+    // SAFETY: we hold `m` with state `g`.
+    unsafe { m.unlock(g) };
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(m.parked_waiters(), 0);
 }
