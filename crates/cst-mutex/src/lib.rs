@@ -73,7 +73,10 @@
 //! readers and wait for the readers inside to drain: writers do not starve.
 //! Readers that arrive during a writer's turn park and are all admitted when it
 //! leaves, before the next writer: readers do not starve. An upgradable reader
-//! holds the cohort mutex without the writer bit.
+//! holds the cohort mutex without the writer bit. A thread holding a read
+//! lock that calls `read()` again deadlocks once a writer waits (the writer
+//! waits for the first read lock, the second read for the writer): there are
+//! no recursive reads.
 //!
 //! # Memory cost
 //!
@@ -126,6 +129,19 @@
 //! (`tests/loom.rs`); then the `INIT`/`const fn new` constructors are replaced
 //! by non-`const` ones (`RawMutex::INIT` and friends fail to compile; use
 //! `RawMutex::new()` with `lock_api::Mutex::from_raw`).
+//!
+//! # Inside a global allocator
+//!
+//! Not supported. The locks allocate through the global allocator when a
+//! node first contends (its 128-byte snode, and the condvar's requeue
+//! pseudo-snode on the first wait), the slow paths ask `numa_topology` for
+//! the current node (its lazy initialization may allocate), and parking
+//! goes through `parking_lot_core`, which allocates its hash table through
+//! the global allocator on the first park and again, while holding every
+//! bucket lock of the old table, when the number of threads grows. A lock
+//! used by the global allocator itself can re-enter the allocator on those
+//! paths and deadlock. `parking_lot`'s own locks share the last hazard. Use
+//! `numa_spin::Mutex` there.
 //!
 //! # Limits
 //!

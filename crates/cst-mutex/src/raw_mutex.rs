@@ -46,9 +46,43 @@ pub struct RawMutex {
 ///
 /// Plain data, so guards are `Send`: the lock may be released by another
 /// thread than the one that took it.
+///
+/// # Unlocking after `mem::forget`
+///
+/// The node is only a hint for the unlock's NUMA choice, so a state made by
+/// [`MutexGuardState::new`] releases any acquisition: after
+/// `std::mem::forget(guard)`, call `unsafe { mutex.force_unlock(MutexGuardState::new()) }`
+/// (or `force_unlock_fair`) as with `parking_lot`.
+///
+/// ```
+/// use cst_mutex::{Mutex, MutexGuardState};
+///
+/// let m = Mutex::new(1);
+/// std::mem::forget(m.lock());
+/// assert!(m.is_locked());
+/// // SAFETY: this context holds the lock (its guard was forgotten) and no
+/// // reference into the data outlives the release.
+/// unsafe { m.force_unlock(MutexGuardState::new()) };
+/// assert_eq!(*m.lock(), 1);
+/// ```
 #[derive(Debug)]
 pub struct MutexGuardState {
     pub(crate) node: usize,
+}
+
+impl MutexGuardState {
+    /// A guard state for an acquisition whose own state was lost (the guard
+    /// was forgotten, or the lock was taken through FFI): the node is
+    /// unknown and looked up by the unlock if it needs one.
+    pub const fn new() -> Self {
+        MutexGuardState { node: UNKNOWN_NODE }
+    }
+}
+
+impl Default for MutexGuardState {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl RawMutex {

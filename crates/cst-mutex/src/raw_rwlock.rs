@@ -47,6 +47,15 @@ use std::time::{Duration, Instant};
 /// batches, barging, eventual fairness); readers that waited for a writer are
 /// all admitted when it leaves, before the next writer.
 ///
+/// # Recursive reads deadlock
+///
+/// A waiting writer stops new readers, so a thread that holds a read lock
+/// and asks for another one (`read()` again) deadlocks once a writer waits:
+/// the writer waits for the first read lock, the second read waits for the
+/// writer. This is the writer-preferring policy `lock_api` allows; the lock
+/// does not implement `RawRwLockRecursive`. Take one read lock per thread
+/// and pass the guard down.
+///
 /// # Examples
 ///
 /// ```
@@ -72,6 +81,13 @@ pub struct RawRwLock {
 
 /// Shared guard state: which reader counter this reader registered on (the
 /// state word, or the per-node counter of an snode).
+///
+/// It has no public constructor: the release must decrement the counter the
+/// reader registered on. To release a read lock without a guard (FFI, or a
+/// guard passed through `mem::forget`), acquire through the raw lock and keep
+/// the state: `let st = unsafe { lock.raw() }.lock_shared();` (with
+/// `lock_api::RawRwLock` in scope), later `unsafe { lock.force_unlock_read(st) }`.
+/// A forgotten `RwLockReadGuard` cannot be released.
 #[derive(Debug)]
 pub struct SharedGuardState {
     /// 0 for the state word, else the address of the snode whose counter holds us.
@@ -80,9 +96,40 @@ pub struct SharedGuardState {
 
 /// Exclusive or upgradable guard state: the node the cohort mutex was taken
 /// on (or unknown when taken on the fast path).
+///
+/// The node is only a hint for the unlock's NUMA choice, so a state made by
+/// [`ExclusiveGuardState::new`] releases any exclusive or upgradable
+/// acquisition: after `std::mem::forget` of a write guard, call
+/// `unsafe { lock.force_unlock_write(ExclusiveGuardState::new()) }`.
+///
+/// ```
+/// use cst_mutex::{ExclusiveGuardState, RwLock};
+///
+/// let l = RwLock::new(1);
+/// std::mem::forget(l.write());
+/// // SAFETY: this context holds the write lock (its guard was forgotten) and
+/// // no reference into the data outlives the release.
+/// unsafe { l.force_unlock_write(ExclusiveGuardState::new()) };
+/// assert_eq!(*l.read(), 1);
+/// ```
 #[derive(Debug)]
 pub struct ExclusiveGuardState {
     node: usize,
+}
+
+impl ExclusiveGuardState {
+    /// A guard state for an exclusive or upgradable acquisition whose own
+    /// state was lost (forgotten guard, FFI): the node is unknown and looked
+    /// up by the unlock if it needs one.
+    pub const fn new() -> Self {
+        ExclusiveGuardState { node: UNKNOWN_NODE }
+    }
+}
+
+impl Default for ExclusiveGuardState {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 const FAST: usize = 0;

@@ -1,0 +1,48 @@
+//! `force_unlock` after `mem::forget(guard)`, with the public guard-state
+//! constructors, including with a waiter parked on the lock (the release
+//! must wake it).
+#![cfg(not(numa_loom))]
+
+use cst_mutex::{ExclusiveGuardState, Mutex, MutexGuardState, RwLock};
+use std::sync::Arc;
+use std::thread;
+
+#[test]
+fn mutex_force_unlock_after_forget() {
+    let m = Arc::new(Mutex::new(0u32));
+    std::mem::forget(m.lock());
+    let t = {
+        let m = m.clone();
+        thread::spawn(move || *m.lock() += 1)
+    };
+    // SAFETY: only reads a counter.
+    while unsafe { m.raw() }.parked_waiters() == 0 {
+        thread::yield_now();
+    }
+    // SAFETY: this thread holds the lock (guard forgotten); no data reference lives.
+    unsafe { m.force_unlock(MutexGuardState::new()) };
+    t.join().unwrap();
+    std::mem::forget(m.lock());
+    // SAFETY: as above.
+    unsafe { m.force_unlock_fair(MutexGuardState::default()) };
+    assert_eq!(*m.lock(), 1);
+}
+
+#[test]
+fn rwlock_force_unlock_write_after_forget() {
+    let l = Arc::new(RwLock::new(0u32));
+    std::mem::forget(l.write());
+    let t = {
+        let l = l.clone();
+        thread::spawn(move || *l.write() += 1)
+    };
+    // SAFETY: only reads the snode count: the writer waits once it has one.
+    while unsafe { l.raw() }.snode_count() == 0 {
+        thread::yield_now();
+    }
+    // SAFETY: this thread holds the write lock (guard forgotten).
+    unsafe { l.force_unlock_write(ExclusiveGuardState::new()) };
+    t.join().unwrap();
+    assert_eq!(*l.read(), 1);
+    assert!(!l.is_locked());
+}
