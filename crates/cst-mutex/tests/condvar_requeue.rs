@@ -12,9 +12,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Hammering threads: with one holding the mutex (asleep inside it), at
-/// least two of the others are parked at every unlock.
-const HAMMERS: usize = 4;
+/// Hammering threads: with one holding the mutex (asleep inside it) and at
+/// least as many parked as there are CPUs on a small machine, newcomers park
+/// at once, so several of them are parked at every unlock.
+const HAMMERS: usize = 8;
 /// Condvar waiters: `notify_all` wakes one and requeues the others.
 const WAITERS: usize = 4;
 const WATCHDOG: Duration = Duration::from_secs(60);

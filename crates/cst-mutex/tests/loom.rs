@@ -45,12 +45,22 @@ fn get(c: &UnsafeCell<u32>) -> u32 {
     c.with(|p| unsafe { *p })
 }
 
+/// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS`
+/// says otherwise) and prints how many executions loom explored (shown with
+/// `--nocapture`).
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
         b.preemption_bound = Some(2);
     }
-    b.check(f);
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    b.check(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        f();
+    });
+    eprintln!("loom: {} executions", runs.load(Ordering::Relaxed));
 }
 
 /// Two threads on two nodes: the loom cell reports any overlap.
@@ -493,7 +503,7 @@ fn rwlock_node_readers_bit_cleared_by_writer() {
             .collect();
         __set_loom_node(0);
         for v in 1..=2 {
-            let mut g = l.write();
+            let g = l.write();
             set(&g, v);
             assert_eq!(get(&g), v);
         }
