@@ -79,18 +79,37 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             return;
         }
         match node::current() {
-            Some(me) => self.lock_queued(me, &cfg),
+            Some(me) => {
+                self.lock_queued(me, &cfg);
+                if me.borrowed {
+                    // We hold the lock, so our node is in no queue and no other
+                    // thread holds its code (see `crate::node`).
+                    registry().free_code(me.code);
+                }
+            }
             None => self.lock_unqueued(&cfg),
         }
     }
 
-    /// The fallback for a thread without a queue node (thread-locals destroyed, or
-    /// no slot left): test-and-test-and-set with back-off. It honours `NO_STEAL`,
-    /// so it may wait until the queue drains (with `steal_bound_ns == 0`) or until
-    /// the current head acquired; correctness does not depend on the queue.
+    /// The last-resort fallback for a thread that cannot get a queue node (all
+    /// 2^31 - 1 codes taken, or the system allocator out of memory):
+    /// test-and-test-and-set with back-off. It ignores `NO_STEAL` (which would
+    /// otherwise shut it out for as long as the queue stays non-empty, forever
+    /// under sustained load in strict mode), so it competes with the queue head
+    /// for every release; correctness does not depend on the queue.
     fn lock_unqueued(&self, cfg: &Config) {
         let mut spin = SpinWait::new(cfg.spin_budget_ns);
-        while !self.try_steal() {
+        loop {
+            // Relaxed: only picks the moment to try; the CAS acquires.
+            if self.locked.load(Ordering::Relaxed) == UNLOCKED
+                // Acquire on success: pairs with the Release of the unlock.
+                && self
+                    .locked
+                    .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
             spin.snooze();
         }
     }

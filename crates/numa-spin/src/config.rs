@@ -25,6 +25,7 @@ use std::env;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Environment variable for [`Config::flush_threshold_ns`].
 pub const ENV_FLUSH_THRESHOLD_NS: &str = "NUMA_SPIN_FLUSH_THRESHOLD_NS";
@@ -181,8 +182,22 @@ impl Config {
     /// The process-wide tunables used by [`Global`]: [`Config::from_env_lossy`]
     /// read on first use. Each bad variable is reported once on stderr (`numa-spin:
     /// ignoring ...`) and its default is used instead.
+    ///
+    /// Never blocks: while the first call reads the environment (which allocates),
+    /// other callers, including a re-entrant call on the same thread from a lock
+    /// inside the `#[global_allocator]`, get [`Config::DEFAULT`].
     pub fn global() -> &'static Config {
         static GLOBAL: OnceLock<Config> = OnceLock::new();
+        static READING: AtomicBool = AtomicBool::new(false);
+        if let Some(config) = GLOBAL.get() {
+            return config;
+        }
+        // Only the thread that wins this flag calls `get_or_init`, so it never
+        // waits for another thread nor re-enters its own initialization.
+        // Relaxed: the flag only elects the reader; `OnceLock` publishes the value.
+        if READING.swap(true, Ordering::Relaxed) {
+            return &Config::DEFAULT;
+        }
         GLOBAL.get_or_init(|| {
             let (config, errors) = Self::from_env_lossy();
             for e in errors {

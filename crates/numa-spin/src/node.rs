@@ -12,26 +12,38 @@
 //! slow path of `lock()` on one lock, and the slow path runs no user code, so a
 //! thread never waits on two locks at once. (The holder is not in the queue: a
 //! thread holding lock A and waiting for lock B has its node in B's queue only.)
-//! Signal handlers that take a lock the interrupted thread is waiting for are out of
-//! scope, as they are for any non-async-signal-safe lock.
+//!
+//! **Not async-signal-safe.** A signal handler that takes *any* numa-spin lock while
+//! the interrupted thread waits in a `lock()` reuses the thread's node while it is
+//! still linked into the first lock's queue, which corrupts that queue (and can
+//! hang or break the exclusion of both locks, not only of the lock waited for).
+//! Do not take these locks in signal handlers, as with `std` and `parking_lot`
+//! locks.
 //!
 //! Nodes are never freed: the registry only grows (in segments of 32, 64, 128, ...
 //! nodes, 48 bytes each), so a code always names valid memory. A thread's slot is
 //! returned to a free list by its thread-local destructor and recycled by the next
 //! thread that needs one; the registry's size is the peak number of threads that
-//! contended at the same time. If a thread has no slot (its thread-locals are being
-//! destroyed, or 2^31 - 1 slots are taken) `current()` returns `None` and the lock
-//! falls back to waiting without a queue node (see `RawLock::lock_unqueued`).
+//! contended at the same time. A thread whose thread-locals are already destroyed
+//! (a `lock()` from a thread-local destructor) borrows a node from the free list
+//! for that one acquisition and returns it once it holds the lock (its node is in no
+//! queue by then), so it waits in the queue like everyone else. Only if 2^31 - 1
+//! codes are taken, or the system allocator fails, does `current()` return `None`;
+//! the lock then falls back to waiting without a queue node (see
+//! `RawLock::lock_unqueued`).
 //!
-//! Slot allocation (once per thread) uses a `std::sync::Mutex` and `std` atomics
-//! even under loom: it is registration, not the modelled algorithm. Under loom the
-//! registry is a per-execution `loom::lazy_static!` so nodes (holding loom atomics)
-//! never outlive the execution that made them.
+//! The registry is lock-free and never calls the `#[global_allocator]` (segments
+//! come from [`std::alloc::System`]), so a numa-spin lock can be the lock *inside*
+//! a global allocator: registering a thread on its first contended `lock()` cannot
+//! re-enter the allocator. It uses `std` atomics even under loom: it is
+//! registration, not the modelled algorithm. Under loom the registry is a
+//! per-execution `loom::lazy_static!` so nodes (holding loom atomics) never outlive
+//! the execution that made them.
 
 use crate::sync::{AtomicU32, UnsafeCell, thread_local};
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::Mutex as StdMutex;
-use std::sync::atomic::{AtomicPtr, Ordering as StdOrdering};
+use std::sync::atomic::{AtomicPtr, AtomicU32 as AtomicU32Std, AtomicU64, Ordering as StdOrdering};
 
 /// The hand-off state a queue head carries and passes to the next head: the NUMA
 /// preference and the secondary queue (CNA's "encoded secondary tail" in the
@@ -81,6 +93,9 @@ pub(crate) struct QNode {
     /// Written by the previous head before its `Release` store to `locked`, read
     /// by the owner after its `Acquire` load of `locked`.
     pub(crate) handoff: UnsafeCell<HeadState>,
+    /// The next free code while the node's code is on the registry's free list
+    /// (registration, not the lock algorithm: a `std` atomic even under loom).
+    free_next: AtomicU32Std,
 }
 
 // SAFETY: `QNode` is shared between threads through the registry. Its atomics are
@@ -102,6 +117,7 @@ impl QNode {
             locked: AtomicU32::new(WAIT),
             numa: UnsafeCell::new(0),
             handoff: UnsafeCell::new(HeadState::EMPTY),
+            free_next: AtomicU32Std::new(0),
         }
     }
 }
@@ -114,16 +130,19 @@ const SEGMENTS: usize = 27;
 pub(crate) const MAX_CODE: u32 = (1 << 31) - 1;
 
 /// The process-wide (under loom: per-execution) node registry.
+///
+/// Lock-free and allocation-free except for segments, which come straight from
+/// [`std::alloc::System`], never from the `#[global_allocator]`: a lock used
+/// *inside* the global allocator must be able to register a thread without
+/// re-entering the allocator (and so itself).
 pub(crate) struct Registry {
     segments: [AtomicPtr<QNode>; SEGMENTS],
-    slots: StdMutex<Slots>,
-}
-
-struct Slots {
-    /// Codes returned by exited threads.
-    free: Vec<u32>,
     /// Codes handed out so far (the next new code is `issued + 1`).
-    issued: u32,
+    issued: AtomicU32Std,
+    /// Free codes, a Treiber stack linked through `QNode::free_next`:
+    /// `(tag << 32) | code`, 0 = empty. The tag, bumped by every pop and push,
+    /// makes a stale head fail its CAS (ABA).
+    free: AtomicU64,
 }
 
 /// (segment, index in segment) of `code`.
@@ -138,15 +157,19 @@ fn locate(code: u32) -> (usize, usize) {
     (k as usize, index as usize)
 }
 
+/// The memory layout of segment `k`.
+fn segment_layout(k: usize) -> Layout {
+    // Cannot fail: at most 2^31 nodes of a few dozen bytes.
+    Layout::array::<QNode>((SEGMENT0 as usize) << k).expect("segment size fits isize")
+}
+
 impl Registry {
     #[cfg(not(numa_loom))]
     const fn new() -> Self {
         Registry {
             segments: [const { AtomicPtr::new(std::ptr::null_mut()) }; SEGMENTS],
-            slots: StdMutex::new(Slots {
-                free: Vec::new(),
-                issued: 0,
-            }),
+            issued: AtomicU32Std::new(0),
+            free: AtomicU64::new(0),
         }
     }
 
@@ -154,10 +177,8 @@ impl Registry {
     fn new() -> Self {
         Registry {
             segments: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
-            slots: StdMutex::new(Slots {
-                free: Vec::new(),
-                issued: 0,
-            }),
+            issued: AtomicU32Std::new(0),
+            free: AtomicU64::new(0),
         }
     }
 
@@ -168,49 +189,156 @@ impl Registry {
     #[inline]
     pub(crate) fn node(&self, code: u32) -> &QNode {
         let (k, index) = locate(code);
-        // Acquire pairs with the Release store in `alloc`, so the segment's
-        // initialization is visible (it also happens-before through the chain that
-        // handed us the code; this makes it independent of that argument).
+        // Acquire pairs with the Release (success) CAS in `segment`, so the
+        // segment's initialization is visible (it also happens-before through the
+        // chain that handed us the code; this makes it independent of that argument).
         let base = self.segments[k].load(StdOrdering::Acquire);
         assert!(
             !base.is_null(),
             "numa-spin: queue node code {code} was never allocated"
         );
         // SAFETY:
-        // - `base` points to a leaked `Box<[QNode]>` of `SEGMENT0 << k` nodes, published
-        //   by `alloc` before any code in segment `k` was issued, and never freed while
-        //   `self` lives (only `Drop for Registry` frees it);
+        // - `base` points to `SEGMENT0 << k` initialized nodes allocated with `System`,
+        //   published by `segment` before any code in segment `k` was returned by
+        //   `alloc`, and never freed while `self` lives (only `Drop for Registry`
+        //   frees it);
         // - `index < SEGMENT0 << k` by construction of `locate`.
         unsafe { &*base.add(index) }
     }
 
-    /// A fresh or recycled code, or `None` when all 2^31 - 1 codes are taken.
-    fn alloc(&self) -> Option<u32> {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(code) = slots.free.pop() {
-            return Some(code);
+    /// Segment `k`, allocating and publishing it if no thread did yet. `None` if
+    /// the system allocator is out of memory.
+    fn segment(&self, k: usize) -> Option<*mut QNode> {
+        let cur = self.segments[k].load(StdOrdering::Acquire);
+        if !cur.is_null() {
+            return Some(cur);
         }
-        if slots.issued >= MAX_CODE {
+        let layout = segment_layout(k);
+        // SAFETY: the layout has a non-zero size (at least 32 nodes).
+        let base = unsafe { System.alloc(layout) }.cast::<QNode>();
+        if base.is_null() {
             return None;
         }
-        let code = slots.issued + 1;
-        let (k, index) = locate(code);
-        if index == 0 {
-            let len = (SEGMENT0 as usize) << k;
-            let segment: Box<[QNode]> = (0..len).map(|_| QNode::new()).collect();
-            let base = Box::into_raw(segment).cast::<QNode>();
-            // Release: publishes the nodes' initialization to `node`'s Acquire load.
-            self.segments[k].store(base, StdOrdering::Release);
+        for i in 0..(SEGMENT0 as usize) << k {
+            // SAFETY: `base` is a fresh allocation of `SEGMENT0 << k` nodes; `i` is
+            // in bounds and the slot is uninitialized, so `write` is the right call.
+            unsafe { base.add(i).write(QNode::new()) };
         }
-        slots.issued = code;
-        Some(code)
+        // AcqRel on success: Release publishes the nodes' initialization to
+        // `node`'s Acquire load. Acquire on failure: we then use the winner's
+        // segment, whose initialization must be visible.
+        match self.segments[k].compare_exchange(
+            std::ptr::null_mut(),
+            base,
+            StdOrdering::AcqRel,
+            StdOrdering::Acquire,
+        ) {
+            Ok(_) => Some(base),
+            Err(winner) => {
+                // SAFETY: our segment was never published: we own it, its nodes are
+                // initialized, and it came from `System.alloc(layout)`.
+                unsafe {
+                    std::ptr::slice_from_raw_parts_mut(base, (SEGMENT0 as usize) << k)
+                        .drop_in_place();
+                    System.dealloc(base.cast(), layout);
+                }
+                Some(winner)
+            }
+        }
     }
 
-    /// Returns `code` for reuse by another thread.
-    #[cfg(not(numa_loom))]
-    fn free(&self, code: u32) {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        slots.free.push(code);
+    /// A fresh or recycled code, or `None` when all 2^31 - 1 codes are taken (or
+    /// the system allocator failed). Lock-free; never calls the global allocator.
+    pub(crate) fn alloc(&self) -> Option<u32> {
+        if let Some(code) = self.pop_free() {
+            return Some(code);
+        }
+        let mut issued = self.issued.load(StdOrdering::Relaxed);
+        let code = loop {
+            if issued >= MAX_CODE {
+                return None;
+            }
+            // Relaxed: the counter only hands out distinct numbers; the node
+            // memory is published by `segment`.
+            match self.issued.compare_exchange_weak(
+                issued,
+                issued + 1,
+                StdOrdering::Relaxed,
+                StdOrdering::Relaxed,
+            ) {
+                Ok(_) => break issued + 1,
+                Err(seen) => issued = seen,
+            }
+        };
+        match self.segment(locate(code).0) {
+            Some(_) => Some(code),
+            None => {
+                // Out of memory: the code's node does not exist; never hand it out
+                // (it stays issued, the registry simply has a hole).
+                None
+            }
+        }
+    }
+
+    /// Pops a recycled code.
+    fn pop_free(&self) -> Option<u32> {
+        // Acquire: pairs with the Release CAS of `free_code`, so the popped node's
+        // `free_next` (written before the push) is the one we read.
+        let mut head = self.free.load(StdOrdering::Acquire);
+        loop {
+            let code = head as u32;
+            if code == 0 {
+                return None;
+            }
+            // May be stale if another thread popped `code` meanwhile; then the tag
+            // has changed and the CAS below fails.
+            let next = self.node(code).free_next.load(StdOrdering::Relaxed);
+            let new = (((head >> 32) + 1) << 32) | u64::from(next);
+            // Acquire on both outcomes: see the load above.
+            match self.free.compare_exchange_weak(
+                head,
+                new,
+                StdOrdering::Acquire,
+                StdOrdering::Acquire,
+            ) {
+                Ok(_) => return Some(code),
+                Err(seen) => head = seen,
+            }
+        }
+    }
+
+    /// Returns `code` for reuse. The caller must be done with the node: it is in
+    /// no queue and no other thread holds its code.
+    pub(crate) fn free_code(&self, code: u32) {
+        let node = self.node(code);
+        let mut head = self.free.load(StdOrdering::Relaxed);
+        loop {
+            node.free_next.store(head as u32, StdOrdering::Relaxed);
+            let new = (((head >> 32) + 1) << 32) | u64::from(code);
+            // Release: publishes `free_next` (and our last use of the node) to the
+            // popper's Acquire.
+            match self.free.compare_exchange_weak(
+                head,
+                new,
+                StdOrdering::Release,
+                StdOrdering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(seen) => head = seen,
+            }
+        }
+    }
+
+    /// Codes on the free list (tests).
+    #[cfg(all(test, not(numa_loom)))]
+    fn free_codes(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut code = self.free.load(StdOrdering::Acquire) as u32;
+        while code != 0 {
+            out.push(code);
+            code = self.node(code).free_next.load(StdOrdering::Relaxed);
+        }
+        out
     }
 }
 
@@ -220,11 +348,14 @@ impl Drop for Registry {
         for (k, segment) in self.segments.iter_mut().enumerate() {
             let base = *segment.get_mut();
             if !base.is_null() {
-                let len = (SEGMENT0 as usize) << k;
-                let slice = std::ptr::slice_from_raw_parts_mut(base, len);
-                // SAFETY: `base` came from `Box::into_raw` of a boxed slice of `len`
-                // nodes in `alloc`, and we have exclusive access (`&mut self`).
-                drop(unsafe { Box::from_raw(slice) });
+                // SAFETY: `base` holds `SEGMENT0 << k` initialized nodes allocated by
+                // `segment` with `System` and `segment_layout(k)`, and we have
+                // exclusive access (`&mut self`).
+                unsafe {
+                    std::ptr::slice_from_raw_parts_mut(base, (SEGMENT0 as usize) << k)
+                        .drop_in_place();
+                    System.dealloc(base.cast(), segment_layout(k));
+                }
             }
         }
     }
@@ -266,7 +397,7 @@ impl Drop for ThreadSlot {
         // be recycled. Under loom the registry dies with the execution instead.
         #[cfg(not(numa_loom))]
         if self.code.get() != 0 {
-            registry().free(self.code.get());
+            registry().free_code(self.code.get());
         }
     }
 }
@@ -281,29 +412,37 @@ thread_local! {
     };
 }
 
-/// The calling thread's queue node.
+/// A queue node the calling thread may use for one `lock()`.
 #[derive(Clone, Copy)]
 pub(crate) struct Me {
     /// The node's code.
     pub(crate) code: u32,
     /// The node.
     pub(crate) node: &'static QNode,
+    /// Borrowed for this `lock()` only (the thread's slot is gone): return it
+    /// with [`Registry::free_code`] once the lock is acquired.
+    pub(crate) borrowed: bool,
 }
 
-/// The calling thread's queue node, allocating a slot on first use; `None` if the
-/// thread-locals are being destroyed or no slot is left.
+/// A queue node for the calling thread: its own slot (allocated on first use), or,
+/// when its thread-locals are already destroyed (a `lock()` from a thread-local
+/// destructor), a node borrowed from the registry for this one acquisition.
+/// `None` only if all 2^31 - 1 codes are taken or the system allocator failed.
 pub(crate) fn current() -> Option<Me> {
-    let code = THREAD_SLOT
-        .try_with(|slot| {
-            if slot.code.get() == 0 {
-                slot.code.set(registry().alloc()?);
-            }
-            Some(slot.code.get())
-        })
-        .ok()??;
+    let own = THREAD_SLOT.try_with(|slot| {
+        if slot.code.get() == 0 {
+            slot.code.set(registry().alloc()?);
+        }
+        Some(slot.code.get())
+    });
+    let (code, borrowed) = match own {
+        Ok(code) => (code?, false),
+        Err(_) => (registry().alloc()?, true),
+    };
     Some(Me {
         code,
         node: registry().node(code),
+        borrowed,
     })
 }
 
@@ -360,7 +499,7 @@ mod tests {
         assert_ne!(mine, other);
         // `join` returns after the thread's thread-local destructors ran, so its
         // code is back on the free list (no other test of this binary frees codes).
-        let free = registry().slots.lock().unwrap().free.clone();
+        let free = registry().free_codes();
         assert!(free.contains(&other), "{other} not in {free:?}");
         assert!(!free.contains(&mine));
         assert_eq!(

@@ -131,24 +131,30 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// topology lookup, thread-local access or clock read (unless feature `stats`).
     #[inline]
     pub fn acquire(&self) {
+        // Looked up before acquiring (see `Counters::acquired`).
+        #[cfg(feature = "stats")]
+        let node = crate::sync::current_node();
         if self.try_steal() {
             #[cfg(feature = "stats")]
-            self.counters.acquired(false);
+            self.counters.acquired(node, false);
             return;
         }
         self.lock_slow();
         #[cfg(feature = "stats")]
-        self.counters.acquired(true);
+        self.counters.acquired(node, true);
     }
 
     /// Acquires the lock if it is free and no queued waiter has forbidden stealing
     /// (`lock_api::RawMutex::try_lock`).
     #[inline]
     pub fn try_acquire(&self) -> bool {
+        // Looked up before acquiring (see `Counters::acquired`).
+        #[cfg(feature = "stats")]
+        let node = crate::sync::current_node();
         let ok = self.try_steal();
         #[cfg(feature = "stats")]
         if ok {
-            self.counters.acquired(false);
+            self.counters.acquired(node, false);
         }
         ok
     }

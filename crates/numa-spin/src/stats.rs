@@ -6,8 +6,9 @@
 //! that is a few events old.
 //!
 //! With the feature on, every acquisition, including the fast path, also reads the
-//! current node (a thread-local read) to attribute hand-offs; without it the
-//! counters do not exist and cost nothing.
+//! current node (a thread-local read, before the acquiring CAS) to attribute
+//! hand-offs; without it the counters do not exist and cost nothing. Recording
+//! runs no code that can panic or allocate while the lock is held.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
@@ -54,7 +55,11 @@ pub(crate) struct Counters {
 /// Holder-only increment (see the module docs).
 #[inline]
 fn bump(counter: &AtomicU64) {
-    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    // Wrapping: a counter must never panic, the lock is held.
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
 }
 
 impl Counters {
@@ -82,10 +87,13 @@ impl Counters {
         }
     }
 
-    /// Records an acquisition by the calling thread (which now holds the lock).
+    /// Records an acquisition by the calling thread (which now holds the lock) on
+    /// `node`, looked up *before* acquiring: the first lookup builds the topology's
+    /// node map, which allocates, and must not run while the lock is held (the
+    /// lock may be the one inside the global allocator). Runs no code that can
+    /// panic or allocate.
     #[inline]
-    pub(crate) fn acquired(&self, contended: bool) {
-        let node = crate::sync::current_node();
+    pub(crate) fn acquired(&self, node: u32, contended: bool) {
         bump(&self.acquisitions);
         if contended {
             bump(&self.contended);

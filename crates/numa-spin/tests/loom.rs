@@ -415,7 +415,7 @@ fn steal_races_head_bound_positive() {
 #[test]
 fn unlock_fair_then_new_arrival() {
     let cfg = config(u64::MAX, u64::MAX);
-    model_bounded(Some(1), move || {
+    model(move || {
         loom_hooks::reset_loom_enqueues();
         let shared = Shared::<Cna>::new(cfg);
         shared.lock.acquire();

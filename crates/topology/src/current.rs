@@ -14,7 +14,7 @@ use crate::virtual_layout::VirtualLayout;
 use std::cell::Cell;
 use std::ptr;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 thread_local! {
     static THREAD_NODE: Cell<Option<usize>> = const { Cell::new(None) };
@@ -198,15 +198,49 @@ fn virtual_map(layout: &VirtualLayout, machine: &Topology) -> Option<NodeMap> {
         .map(|t| NodeMap::new(t, false))
 }
 
+/// Set while one thread builds the first map (see [`try_map`]).
+static BUILDING: AtomicBool = AtomicBool::new(false);
+
+/// The map, building it if no thread is doing so; `None` while another
+/// thread, or this one further up its stack, builds it.
+///
+/// Building reads files and allocates. Locks call [`current_node`] on their
+/// slow paths, and a lock may be the one inside the process's
+/// `#[global_allocator]`: the allocation made while building then re-enters
+/// the lock, and through it [`current_node`], on the same thread. So callers
+/// never wait for the build, they take the fallback answer instead.
 #[inline]
-fn map() -> &'static NodeMap {
+fn try_map() -> Option<&'static NodeMap> {
     let p = MAP.load(Ordering::Acquire);
     if p.is_null() {
-        return init_map();
+        return build_map_once();
     }
     // SAFETY: non-null pointers in MAP come from Box::into_raw (published
     // with Release, read with Acquire) and are never freed.
-    unsafe { &*p }
+    Some(unsafe { &*p })
+}
+
+#[cold]
+#[inline(never)]
+fn build_map_once() -> Option<&'static NodeMap> {
+    // Acquire: if the builder finished meanwhile, its MAP store is visible
+    // to the re-check in `init_map`'s CAS (which is AcqRel anyway).
+    if BUILDING.swap(true, Ordering::Acquire) {
+        return None;
+    }
+    let map = init_map();
+    BUILDING.store(false, Ordering::Release);
+    Some(map)
+}
+
+/// The map, waiting (yielding) while another thread builds it.
+fn map() -> &'static NodeMap {
+    loop {
+        if let Some(m) = try_map() {
+            return m;
+        }
+        std::thread::yield_now();
+    }
 }
 
 /// The OS index of the NUMA node the calling thread runs on.
@@ -224,20 +258,22 @@ fn map() -> &'static NodeMap {
 /// KVM development machine (`cargo bench -p numa-bench --bench
 /// current_node`, median under load average 8.9): 3.6 ns (RDPID), 4.3 ns
 /// with a virtual layout (CPU + table), 0.55 ns with a thread-assigned node.
-/// Never panics.
+/// Never panics, never blocks: while the node map is being built on first
+/// use (by another thread, or re-entrantly by this one, e.g. from a lock
+/// inside a `#[global_allocator]`), the answer is 0.
 #[inline]
 pub fn current_node() -> usize {
     if let Some(node) = THREAD_NODE.with(Cell::get) {
         return node;
     }
-    map().node()
+    try_map().map_or(0, NodeMap::node)
 }
 
 /// The OS index of the CPU (PU) the calling thread runs on, or 0 when the
 /// platform cannot tell. Same sources and caveats as [`current_node`].
 #[inline]
 pub fn current_cpu() -> usize {
-    map().cpu()
+    try_map().map_or(0, NodeMap::cpu)
 }
 
 /// Assigns the calling thread to a (virtual) node: [`current_node`] returns
