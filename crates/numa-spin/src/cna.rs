@@ -476,3 +476,74 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         sync::trace(|| "handed".into());
     }
 }
+
+#[cfg(all(test, not(numa_loom)))]
+mod tests {
+    use crate::node;
+    use crate::{Config, RawTunedMutex};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as StdOrdering};
+    use std::time::{Duration, Instant};
+
+    /// Strict FIFO: nobody may take the lock past a queued waiter.
+    static STRICT: Config = Config::DEFAULT.steal_bound_ns(0);
+    static LOCK: RawTunedMutex = RawTunedMutex::with_config(&STRICT);
+    static ACQUIRED_IN_DESTRUCTOR: AtomicBool = AtomicBool::new(false);
+    static HAMMERED: AtomicU64 = AtomicU64::new(0);
+
+    /// Takes `LOCK` when the thread's thread-locals are destroyed.
+    struct LockOnExit;
+    impl Drop for LockOnExit {
+        fn drop(&mut self) {
+            LOCK.acquire();
+            // SAFETY: acquired above.
+            unsafe { LOCK.release() };
+            ACQUIRED_IN_DESTRUCTOR.store(true, StdOrdering::Relaxed);
+        }
+    }
+    std::thread_local! {
+        static LOCK_ON_EXIT: LockOnExit = const { LockOnExit };
+    }
+
+    /// A `lock()` from a thread-local destructor that runs after the thread's
+    /// queue-node slot was destroyed queues like any other (on a borrowed node)
+    /// instead of waiting for a strict-FIFO queue that never drains: it gets the
+    /// lock while 4 threads keep the queue busy. The hammering stops after 20 s
+    /// at the latest; the destructor must have acquired before then.
+    #[test]
+    fn lock_from_thread_local_destructor_is_served_under_strict_fifo_load() {
+        let stop = AtomicBool::new(false);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    while !stop.load(StdOrdering::Relaxed) && Instant::now() < deadline {
+                        LOCK.acquire();
+                        HAMMERED.fetch_add(1, StdOrdering::Relaxed);
+                        // SAFETY: acquired above.
+                        unsafe { LOCK.release() };
+                    }
+                });
+            }
+            // Let the hammering build a queue first.
+            while HAMMERED.load(StdOrdering::Relaxed) < 10_000 && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            s.spawn(|| {
+                // Registered first, so destroyed after the queue-node slot, which
+                // `node::current()` registers now.
+                LOCK_ON_EXIT.with(|_| {});
+                assert!(node::current().is_some_and(|me| !me.borrowed));
+            });
+            while !ACQUIRED_IN_DESTRUCTOR.load(StdOrdering::Relaxed) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let served_while_hammered = Instant::now() < deadline;
+            stop.store(true, StdOrdering::Relaxed);
+            assert!(
+                served_while_hammered,
+                "the destructor's lock() waited as long as the queue stayed busy (20 s)"
+            );
+        });
+        assert!(ACQUIRED_IN_DESTRUCTOR.load(StdOrdering::Relaxed));
+    }
+}

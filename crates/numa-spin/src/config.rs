@@ -80,8 +80,9 @@ pub struct Config {
     /// it ahead of the queue until the queue head has waited this long; then the
     /// head forbids stealing until it acquires. 0 = strict FIFO (no stealing past a
     /// queued waiter, except the bounded in-flight races documented on
-    /// [`RawLock`](crate::RawLock)), `u64::MAX` = always allow stealing.
-    /// Default 10 us.
+    /// [`RawLock`](crate::RawLock)), `u64::MAX` = always allow stealing, with
+    /// no bound: a queued waiter can then starve while running threads keep
+    /// re-taking the lock. Default 10 us.
     pub steal_bound_ns: u64,
 }
 

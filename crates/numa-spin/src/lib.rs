@@ -26,6 +26,22 @@
 //! - One-node machines gain nothing from the reordering ([`RawQueuedMutex`] is the
 //!   same lock without it; `parking_lot::Mutex` is as fast uncontended and sleeps).
 //!
+//! # Inside a global allocator
+//!
+//! A numa-spin lock may be the lock inside a `#[global_allocator]`, with no setup
+//! call: its slow path never calls the global allocator (queue nodes come from
+//! [`std::alloc::System`]) and never waits for the first-use initialization of the
+//! tunables or of the topology (a re-entrant or concurrent first use gets the
+//! defaults and node 0 for that one acquisition). `tests/global_alloc.rs` runs a
+//! whole test binary on such an allocator. (`cst-mutex` cannot do this: it parks
+//! through `parking_lot_core`, whose table allocates.)
+//!
+//! # Not in signal handlers
+//!
+//! Each thread has one queue node; a signal handler that takes any numa-spin lock
+//! while its thread waits for another corrupts that lock's queue. Like `std` and
+//! `parking_lot` locks, these are not async-signal-safe.
+//!
 //! # Examples
 //!
 //! As a `lock_api` backend, like any `RawMutex`:

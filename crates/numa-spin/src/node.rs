@@ -270,14 +270,9 @@ impl Registry {
                 Err(seen) => issued = seen,
             }
         };
-        match self.segment(locate(code).0) {
-            Some(_) => Some(code),
-            None => {
-                // Out of memory: the code's node does not exist; never hand it out
-                // (it stays issued, the registry simply has a hole).
-                None
-            }
-        }
+        // Out of memory: the code's node does not exist; never hand it out (it
+        // stays issued, the registry simply has a hole).
+        self.segment(locate(code).0).map(|_| code)
     }
 
     /// Pops a recycled code.

@@ -61,11 +61,21 @@ pub(crate) const TAIL_SHIFT: u32 = 1;
 ///
 /// # Fairness
 ///
-/// Eventually fair with bounded unfairness: threads that find the lock free may
-/// steal it until the queue head has waited `steal_bound_ns`; with `NUMA`, waiters
-/// on other nodes than the preferred one wait in the secondary queue for at most
-/// about `flush_threshold_ns` plus one queue drain. `unlock_fair` hands the lock to
+/// With finite tunables (the defaults), unfairness is bounded: threads that find
+/// the lock free may steal it until the queue head has waited `steal_bound_ns`;
+/// with `NUMA`, waiters on other nodes than the preferred one wait in the secondary
+/// queue for at most about `flush_threshold_ns` plus one queue drain. The bounds
+/// go with the tunables: with `steal_bound_ns = u64::MAX` running threads may keep
+/// re-taking the lock ahead of the queue for as long as they keep arriving (a
+/// queued waiter can starve), and with `flush_threshold_ns = u64::MAX` remote
+/// waiters wait until the main queue runs empty. `unlock_fair` hands the lock to
 /// the longest waiter. See the [module docs](self) and [`Config`](crate::Config).
+///
+/// # Not async-signal-safe
+///
+/// Taking *any* numa-spin lock in a signal handler can corrupt the queue of every
+/// lock the interrupted thread was waiting for (each thread has one queue node,
+/// see [`crate::node`]), not only of the lock the handler takes.
 ///
 /// # Differences from `parking_lot::RawMutex`
 ///
@@ -145,7 +155,17 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     }
 
     /// Acquires the lock if it is free and no queued waiter has forbidden stealing
-    /// (`lock_api::RawMutex::try_lock`).
+    /// (`lock_api::RawMutex::try_lock`). Never waits.
+    ///
+    /// The contract: `try_lock` succeeds only where a newly arriving `lock()` would
+    /// have taken the lock without queueing. It fails while the lock is held, and
+    /// also while the queue head has forbidden stealing (`NO_STEAL`), even at a
+    /// moment when the word is free, because the lock then belongs to that head.
+    /// The head forbids stealing once it has waited `steal_bound_ns`; in strict
+    /// mode (`steal_bound_ns == 0`) from its enqueue until the queue is empty, so
+    /// then `try_lock` fails whenever anyone is queued: strict FIFO admits no
+    /// barging, not even by `try_lock`. A failed `try_lock` is no evidence that the
+    /// lock is held; use [`is_held`](RawLock::is_held) for a (racy) snapshot.
     #[inline]
     pub fn try_acquire(&self) -> bool {
         // Looked up before acquiring (see `Counters::acquired`).
