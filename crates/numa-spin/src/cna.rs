@@ -511,6 +511,9 @@ mod tests {
     /// at the latest; the destructor must have acquired before then.
     #[test]
     fn lock_from_thread_local_destructor_is_served_under_strict_fifo_load() {
+        let _serial = node::tests::REGISTRY_USERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let stop = AtomicBool::new(false);
         let deadline = Instant::now() + Duration::from_secs(20);
         std::thread::scope(|s| {
