@@ -18,6 +18,13 @@
 //! hanging), and a counting global allocator showing that nothing allocated
 //! during the run (snodes, reader counters) is left once the locks are dropped.
 //!
+//! Two targeted scenarios run as episodes (`torture/episodes.rs`): timed
+//! waiters leaving around a release while a plain waiter is parked (a lost
+//! wake-up strands it, with nobody else to rescue it), and `notify_all` storms
+//! against a hammered mutex, reporting the notify-to-owner latency beside
+//! parking_lot's in the same run (a round that never completes is the failure).
+//! Every allocation of this binary goes through a numa-spin lock (`alloc.rs`).
+//!
 //! The tests are `#[ignore]`d: run them with
 //!
 //! ```text
@@ -35,6 +42,8 @@ mod alloc;
 mod broken;
 #[path = "torture/engine.rs"]
 mod engine;
+#[path = "torture/episodes.rs"]
+mod episodes;
 #[path = "torture/mutex_ops.rs"]
 mod mutex_ops;
 #[path = "torture/rwlock_ops.rs"]
@@ -368,4 +377,69 @@ fn torture_queued() {
     static T: LazyLock<Target<L>> =
         LazyLock::new(|| mutex_target("queued", plain::<R>, vec![mutex_ops::fair_ops::<L>()]));
     torture(&T);
+}
+
+/// Timed waiters leaving around the release while a plain waiter is parked,
+/// on 2 virtual nodes, for every lock with `try_lock_for`.
+#[test]
+#[ignore = "torture: run with --ignored"]
+fn torture_timed_waiters_beside_plain_lockers() {
+    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    const EPISODES: u32 = 1000;
+    let seed = seed();
+    println!("timed waiters: seed {seed} (TORTURE_SEED)");
+    for (name, run) in [
+        (
+            "cst",
+            episodes::timed_waiter_episodes::<cst_mutex::RawMutex> as fn(u32, u64) -> _,
+        ),
+        (
+            "parking_lot",
+            episodes::timed_waiter_episodes::<parking_lot::RawMutex>,
+        ),
+    ] {
+        if let Err(e) = run(EPISODES, seed) {
+            panic!("{name}: {e}");
+        }
+        println!("timed waiters {name}: {EPISODES} episodes, no waiter stranded");
+    }
+}
+
+/// `notify_all` storms against a hammered mutex: notify-to-owner latency of
+/// cst's condvar beside parking_lot's, in the same run.
+#[test]
+#[ignore = "torture: run with --ignored"]
+fn torture_notify_all_storm() {
+    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let hammers = threads().max(16);
+    let (waiters, rounds) = (8, 40);
+    let mut p99 = Vec::new();
+    println!(
+        "notify_all storm: {waiters} waiters x {rounds} rounds, {hammers} hammering threads; \
+         notify-to-owner latency"
+    );
+    for (name, run) in [
+        (
+            "cst",
+            episodes::notify_all_storm::<cst_mutex::RawCondvar> as fn(usize, usize, u32) -> _,
+        ),
+        (
+            "parking_lot",
+            episodes::notify_all_storm::<parking_lot::RawCondvar>,
+        ),
+    ] {
+        let report = run(waiters, hammers, rounds).unwrap_or_else(|e| panic!("{name}: {e}"));
+        println!(
+            "  {name:12} p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  ({} hammer ops)",
+            report.quantile(0.5),
+            report.quantile(0.99),
+            report.quantile(1.0),
+            report.hammer_ops
+        );
+        p99.push(report.quantile(0.99));
+    }
+    println!(
+        "  p99 ratio cst / parking_lot: {:.2}",
+        p99[0].as_secs_f64() / p99[1].as_secs_f64().max(1e-9)
+    );
 }

@@ -7,6 +7,12 @@
 //! frees of blocks from uncounted threads (the test harness, hashtables grown
 //! before the measurement) cannot make the balance drift. A block allocated by
 //! a counted thread and freed by any other thread is still balanced.
+//!
+//! Every call into [`System`] is serialized by a `numa_spin::RawMutex`: the
+//! torture test also runs numa-spin as the lock *inside* a global allocator,
+//! under the load of every other lock's torture (cst-mutex and parking_lot
+//! allocate their tables and snodes through it, from threads that may already
+//! wait in a numa-spin lock).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -27,8 +33,22 @@ thread_local! {
     static COUNTED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The global allocator of the torture test: [`System`] plus a header.
+/// The global allocator of the torture test: [`System`] plus a header, under
+/// a numa-spin lock.
 pub struct CountingAlloc;
+
+/// Serializes the calls into [`System`].
+static SYSTEM_LOCK: numa_spin::RawMutex = <numa_spin::RawMutex as lock_api::RawMutex>::INIT;
+
+/// Runs `f` (a call into [`System`]) under [`SYSTEM_LOCK`].
+fn locked<T>(f: impl FnOnce() -> T) -> T {
+    use lock_api::RawMutex as _;
+    let guard = SYSTEM_LOCK.lock();
+    let r = f();
+    // SAFETY: `guard` is the acquisition just above, released once.
+    unsafe { SYSTEM_LOCK.unlock(guard) };
+    r
+}
 
 /// Turns counting on or off for the calling thread's future allocations.
 pub fn count_this_thread(on: bool) {
@@ -101,7 +121,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
             return std::ptr::null_mut();
         };
         // SAFETY: `full` has a non-zero size (it includes the header).
-        let base = unsafe { System.alloc(full) };
+        let base = locked(|| unsafe { System.alloc(full) });
         if base.is_null() {
             return base;
         }
@@ -114,7 +134,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
             return std::ptr::null_mut();
         };
         // SAFETY: `full` has a non-zero size.
-        let base = unsafe { System.alloc_zeroed(full) };
+        let base = locked(|| unsafe { System.alloc_zeroed(full) });
         if base.is_null() {
             return base;
         }
@@ -130,7 +150,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         }
         let full = outer(layout, layout.size()).expect("layout was valid at allocation");
         // SAFETY: `ptr - header` is the block `alloc` got from `System` with `full`.
-        unsafe { System.dealloc(ptr.sub(header(layout)), full) };
+        locked(|| unsafe { System.dealloc(ptr.sub(header(layout)), full) });
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -143,7 +163,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: `ptr - header` is the block allocated with `full`; the new
         // size is non-zero and keeps the alignment; `System.realloc` copies the
         // header along with the data.
-        let base = unsafe { System.realloc(ptr.sub(header(layout)), full, new_full.size()) };
+        let base =
+            locked(|| unsafe { System.realloc(ptr.sub(header(layout)), full, new_full.size()) });
         if base.is_null() {
             return base;
         }
