@@ -36,7 +36,13 @@
 //! ```
 //!
 //! # Cargo features
-//! - `hwloc` (default): passed on to `numa-topology` (read the machine through hwloc).
+//! - `hwloc` (off by default): passed on to `numa-topology`: read the machine through
+//!   hwloc and accept `numa-bench topology --xml FILE` / `--synthetic DESC`. Needs the
+//!   system libhwloc >= 2.8 with its development files (Debian: `apt-get install
+//!   libhwloc-dev libudev-dev pkg-config`). Without it the command reads the machine
+//!   from Linux sysfs (one node holding every CPU on other systems) and links no C
+//!   library beyond libc.
+//! - `lock-stats`: numa-spin's per-lock counters in the reports (see the README).
 
 pub mod compare;
 pub mod delay;

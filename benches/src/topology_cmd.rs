@@ -53,10 +53,20 @@ fn is_running_machine(args: &TopologyArgs) -> bool {
 }
 
 fn load(args: &TopologyArgs) -> Result<Topology, Box<dyn Error>> {
+    #[cfg(not(feature = "hwloc"))]
+    if args.xml.is_some() || args.synthetic.is_some() {
+        return Err("--xml and --synthetic read the topology through hwloc: this numa-bench \
+            was built without its `hwloc` feature. Rebuild with `cargo run --release -p \
+            numa-bench --features hwloc -- topology ...` (needs libhwloc-dev, libudev-dev \
+            and pkg-config)"
+            .into());
+    }
     if let Some(path) = &args.xml {
+        #[cfg(feature = "hwloc")]
         if args.include_disallowed {
             return Ok(Topology::from_xml_file_including_disallowed(path)?);
         }
+        // Without hwloc `from_xml_file` fails with "needs the hwloc feature".
         return Ok(Topology::from_xml_file(path)?);
     }
     if let Some(description) = &args.synthetic {
