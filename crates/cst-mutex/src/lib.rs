@@ -156,6 +156,9 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(all(numa_loom, not(feature = "loom")))]
+compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features cst-mutex/loom`");
+
 mod cohort;
 mod condvar;
 mod config;

@@ -6,7 +6,7 @@
 //!   [`RawQueuedMutex`](crate::RawQueuedMutex)): [`Config::global`], read once per
 //!   process from the environment variables below, falling back to
 //!   [`Config::DEFAULT`] for a variable that is unset or bad (a bad value is
-//!   reported once on stderr, never a panic);
+//!   logged once through the `log` facade, never a panic);
 //! - `&'static Config` (used by [`RawTunedMutex`](crate::RawTunedMutex) and
 //!   [`RawTunedQueuedMutex`](crate::RawTunedQueuedMutex)): a per-lock value; the lock
 //!   is one pointer (8 bytes) bigger, which is why it is a different type.
@@ -181,8 +181,10 @@ impl Config {
     }
 
     /// The process-wide tunables used by [`Global`]: [`Config::from_env_lossy`]
-    /// read on first use. Each bad variable is reported once on stderr (`numa-spin:
-    /// ignoring ...`) and its default is used instead.
+    /// read on first use. Each bad variable is logged once (`log::warn!`, target
+    /// `numa_spin`: `ignoring ...`) and its default is used instead; nothing is
+    /// printed unless the program installed a logger. [`Config::from_env`] returns
+    /// the errors to callers who want to check.
     ///
     /// Never blocks: while the first call reads the environment (which allocates),
     /// other callers, including a re-entrant call on the same thread from a lock
@@ -202,7 +204,7 @@ impl Config {
         GLOBAL.get_or_init(|| {
             let (config, errors) = Self::from_env_lossy();
             for e in errors {
-                eprintln!("numa-spin: ignoring {e}; using the default");
+                log::warn!(target: "numa_spin", "ignoring {e}; using the default");
             }
             config
         })

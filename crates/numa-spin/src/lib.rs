@@ -99,7 +99,7 @@
 //! `NUMA_SPIN_SPIN_BUDGET_NS` (ns of busy-waiting before yielding, default 20 000),
 //! `NUMA_SPIN_STEAL_BOUND_NS` (ns a queue head tolerates lock stealing, default
 //! 10 000; 0 = strict FIFO). [`RawMutex`] and [`RawQueuedMutex`] read them once per
-//! process (a bad value is reported once on stderr and the default used);
+//! process (a bad value is logged once through the `log` facade and the default used);
 //! [`RawTunedMutex`] takes a `&'static Config` per lock.
 //!
 //! # Design notes
@@ -117,10 +117,17 @@
 //!   thread-local read and counter updates to every acquisition; without the
 //!   feature they do not exist.
 //!
-//! `--cfg numa_loom` (not a feature) builds the crate against loom for the models in
-//! `tests/loom.rs`.
+//! - `lock_api_04`: also implements lock_api 0.4's raw traits, for code written
+//!   against parking_lot 0.12 or spin (module `lock_api_04`).
+//! - `arc_lock`, `serde`, `owning_ref`: forwarded to `lock_api` (and to lock_api 0.4
+//!   with `lock_api_04`), as in parking_lot; `arc_lock` adds the `Arc*Guard` aliases.
+//! - `loom` (internal): with `RUSTFLAGS="--cfg numa_loom"` builds the crate against
+//!   loom for the models in `tests/loom.rs`; without the cfg it does nothing.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(all(numa_loom, not(feature = "loom")))]
+compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features numa-spin/loom`");
 
 pub mod backoff;
 pub mod cna;

@@ -148,7 +148,7 @@ fn machine() -> &'static (Topology, Option<String>) {
 fn warn_once(message: &str) {
     static WARNED: OnceLock<()> = OnceLock::new();
     WARNED.get_or_init(|| {
-        eprintln!("numa-topology: {message}");
+        log::warn!(target: "numa_topology", "{message}");
     });
 }
 
@@ -251,7 +251,7 @@ fn map() -> &'static NodeMap {
 /// (x86-64 Linux: `TSC_AUX >> 12` read with RDPID; elsewhere `sched_getcpu`
 /// and a CPU-to-node table). A CPU the topology does not map gives the
 /// lowest node OS index. If the topology cannot be read, the answer is 0
-/// and a warning is printed once to stderr (see [`fallback_reason`]).
+/// and a warning is logged once through the `log` facade (see [`fallback_reason`]).
 ///
 /// The thread may migrate right after the call, so the answer can be
 /// stale: locks use it as a hint, never for correctness. Cost on the 2-core
@@ -320,7 +320,8 @@ pub fn machine_topology() -> &'static Topology {
 }
 
 /// Why `current_node` works from a one-node fallback, or ignores a
-/// malformed `NUMA_TOPOLOGY`: the message that was printed to stderr once.
+/// malformed `NUMA_TOPOLOGY`: the message that was logged once (`log::warn!`, target
+/// `numa_topology`).
 /// `None` when the topology was read normally.
 pub fn fallback_reason() -> Option<&'static str> {
     let _ = map();

@@ -37,8 +37,10 @@
 //! `sched_getcpu`, `RDTSCP`) indexes a CPU-to-node table.
 //!
 //! **If the topology cannot be read** (no sysfs, no hwloc), [`current_node`]
-//! works as if the machine had one node (node 0), prints one line to stderr
-//! once per process, and [`fallback_reason`] returns that message. A
+//! works as if the machine had one node (node 0), logs one warning once per
+//! process through the [`log`](https://docs.rs/log) facade (target
+//! `numa_topology`; nothing is printed unless the program installs a logger),
+//! and [`fallback_reason`] returns that message. A
 //! malformed `NUMA_TOPOLOGY` is reported the same way and ignored.
 //!
 //! # Examples
