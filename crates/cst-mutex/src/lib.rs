@@ -162,23 +162,41 @@ compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features cst-
 mod cohort;
 mod condvar;
 mod config;
+#[cfg(not(numa_loom))]
+mod fair;
+#[cfg(all(feature = "lock_api_04", not(numa_loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
+pub mod lock_api_04;
 mod mutex;
 mod raw_condvar;
 mod raw_mutex;
 mod raw_rwlock;
+mod remutex;
 mod rwlock;
 mod snode;
 mod sync;
+
+/// The `lock_api` (0.5) this crate implements, re-exported as parking_lot does, so
+/// code can name the traits (`cst_mutex::lock_api::RawMutex`) without its own
+/// dependency.
+pub use lock_api;
 
 pub use condvar::Condvar;
 pub use config::{
     ConfigError, DEFAULT_BATCH_BOUND, DEFAULT_FAIRNESS_TIMEOUT, batch_bound, fairness_timeout,
     set_batch_bound, set_fairness_timeout,
 };
+#[cfg(not(numa_loom))]
+pub use fair::{FairMutex, FairMutexGuard, MappedFairMutexGuard, RawFairMutex};
+#[cfg(feature = "arc_lock")]
+pub use mutex::{ArcMutexGuard, ArcReentrantMutexGuard};
 pub use mutex::{MappedMutexGuard, Mutex, MutexGuard};
 pub use raw_condvar::RawCondvar;
 pub use raw_mutex::{MutexGuardState, RawMutex};
 pub use raw_rwlock::{ExclusiveGuardState, RawRwLock, SharedGuardState};
+pub use remutex::{MappedReentrantMutexGuard, RawThreadId, ReentrantMutex, ReentrantMutexGuard};
+#[cfg(feature = "arc_lock")]
+pub use rwlock::{ArcRwLockReadGuard, ArcRwLockUpgradableReadGuard, ArcRwLockWriteGuard};
 pub use rwlock::{
     MappedRwLockReadGuard, MappedRwLockWriteGuard, RwLock, RwLockReadGuard,
     RwLockUpgradableReadGuard, RwLockWriteGuard,

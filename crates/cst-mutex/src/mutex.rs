@@ -44,3 +44,14 @@ pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
 
 /// A [`MutexGuard`] narrowed to a part of the data (`MutexGuard::map`).
 pub type MappedMutexGuard<'a, T> = lock_api::MappedMutexGuard<'a, RawMutex, T>;
+
+/// An owned guard of an `Arc<Mutex<T>>` (`Mutex::lock_arc`; feature `arc_lock`).
+#[cfg(feature = "arc_lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
+pub type ArcMutexGuard<T> = lock_api::ArcMutexGuard<RawMutex, T>;
+
+/// An owned guard of an `Arc<ReentrantMutex<T>>` (feature `arc_lock`).
+#[cfg(feature = "arc_lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
+pub type ArcReentrantMutexGuard<T> =
+    lock_api::ArcReentrantMutexGuard<RawMutex, crate::RawThreadId, T>;

@@ -51,3 +51,18 @@ pub type MappedRwLockReadGuard<'a, T> = lock_api::MappedRwLockReadGuard<'a, RawR
 
 /// A write guard narrowed to a part of the data.
 pub type MappedRwLockWriteGuard<'a, T> = lock_api::MappedRwLockWriteGuard<'a, RawRwLock, T>;
+
+/// An owned read guard of an `Arc<RwLock<T>>` (`RwLock::read_arc`; feature `arc_lock`).
+#[cfg(feature = "arc_lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
+pub type ArcRwLockReadGuard<T> = lock_api::ArcRwLockReadGuard<RawRwLock, T>;
+
+/// An owned write guard of an `Arc<RwLock<T>>` (`RwLock::write_arc`; feature `arc_lock`).
+#[cfg(feature = "arc_lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
+pub type ArcRwLockWriteGuard<T> = lock_api::ArcRwLockWriteGuard<RawRwLock, T>;
+
+/// An owned upgradable read guard of an `Arc<RwLock<T>>` (feature `arc_lock`).
+#[cfg(feature = "arc_lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
+pub type ArcRwLockUpgradableReadGuard<T> = lock_api::ArcRwLockUpgradableReadGuard<RawRwLock, T>;

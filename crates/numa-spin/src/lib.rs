@@ -118,7 +118,7 @@
 //!   feature they do not exist.
 //!
 //! - `lock_api_04`: also implements lock_api 0.4's raw traits, for code written
-//!   against parking_lot 0.12 or spin (module `lock_api_04`).
+//!   against parking_lot 0.12 or spin (see [`lock_api_04`]).
 //! - `arc_lock`, `serde`, `owning_ref`: forwarded to `lock_api` (and to lock_api 0.4
 //!   with `lock_api_04`), as in parking_lot; `arc_lock` adds the `Arc*Guard` aliases.
 //! - `loom` (internal): with `RUSTFLAGS="--cfg numa_loom"` builds the crate against
@@ -132,24 +132,42 @@ compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features numa
 pub mod backoff;
 pub mod cna;
 pub mod config;
+#[cfg(not(numa_loom))]
+mod fair;
+#[cfg(all(feature = "lock_api_04", not(numa_loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
+pub mod lock_api_04;
 mod mutex;
 pub mod node;
 pub mod raw_lock;
+mod remutex;
 #[cfg(feature = "stats")]
 mod stats;
 mod sync;
+#[cfg(not(numa_loom))]
+pub mod timed;
+
+/// The `lock_api` (0.5) this crate implements, re-exported as parking_lot does, so
+/// code can name the traits (`numa_spin::lock_api::RawMutex`) without its own
+/// dependency.
+pub use lock_api;
 
 pub use config::{
     Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_SHUFFLE_REDUCTION,
     ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS, Global, Tunables,
 };
+#[cfg(not(numa_loom))]
+pub use fair::{FairMutex, FairMutexGuard, MappedFairMutexGuard, RawFairMutex};
 #[cfg(feature = "stats")]
 pub use mutex::stats_of;
+#[cfg(feature = "arc_lock")]
+pub use mutex::{ArcMutexGuard, ArcReentrantMutexGuard};
 pub use mutex::{
-    Mutex, MutexGuard, QueuedMutex, QueuedMutexGuard, RawMutex, RawQueuedMutex, RawTunedMutex,
-    RawTunedQueuedMutex, TunedMutex, TunedMutexGuard,
+    MappedMutexGuard, Mutex, MutexGuard, QueuedMutex, QueuedMutexGuard, RawMutex, RawQueuedMutex,
+    RawTunedMutex, RawTunedQueuedMutex, TunedMutex, TunedMutexGuard,
 };
 pub use raw_lock::RawLock;
+pub use remutex::{MappedReentrantMutexGuard, RawThreadId, ReentrantMutex, ReentrantMutexGuard};
 #[cfg(feature = "stats")]
 pub use stats::Stats;
 

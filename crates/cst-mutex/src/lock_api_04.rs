@@ -1,0 +1,453 @@
+//! lock_api 0.4 support (feature `lock_api_04`): the same raw locks for code and
+//! crates written against lock_api 0.4 (parking_lot 0.12, spin 0.9/0.10).
+//!
+//! lock_api 0.4's traits carry no guard state: `lock()` returns `()` and
+//! `unlock()` takes nothing. What the 0.5 guard states carry is supplied here:
+//!
+//! - [`RawMutex`] and the exclusive and upgradable sides of [`RawRwLock`] unlock
+//!   with [`MutexGuardState::new`] / [`ExclusiveGuardState::new`]: the node the
+//!   lock was taken on is only a hint for the unlock's NUMA choice, so the slow
+//!   unlock looks the node up again (one `current_node()` call, ~3 ns). Mutex
+//!   guards stay `Send` (`GuardSend`).
+//! - A reader must release the counter it registered on (the state word or its
+//!   node's snode), which only the [`SharedGuardState`] knows. Each thread
+//!   keeps the states of the read locks it holds through lock_api 0.4 in a
+//!   thread-local list (allocated on the thread's first read, a few bytes per
+//!   held read lock), and `unlock_shared` takes one back. So rwlock guards are
+//!   not `Send` (`GuardNoSend`, parking_lot 0.12's default too): a read lock is
+//!   released by the thread that took it. Read-locking through lock_api 0.4 from a
+//!   thread-local destructor that runs after this list's panics.
+//!
+//! `RawCondvar` has no lock_api 0.4 counterpart (lock_api 0.4 has no condvar
+//! trait), and there are no recursive reads (`RawRwLockRecursive`; see the
+//! [crate docs](crate#rwlock-policy)).
+//!
+//! ```
+//! use cst_mutex::lock_api_04::lock_api; // lock_api 0.4
+//!
+//! // Code written for lock_api 0.4 (parking_lot 0.12), generic over the raw lock:
+//! fn bump<R: lock_api::RawMutex>(m: &lock_api::Mutex<R, u64>) -> u64 {
+//!     let mut g = m.lock();
+//!     *g += 1;
+//!     *g
+//! }
+//! fn sum<R: lock_api::RawRwLockUpgrade>(l: &lock_api::RwLock<R, Vec<u32>>) -> u32 {
+//!     let up = l.upgradable_read();
+//!     let total = up.iter().sum();
+//!     lock_api::RwLockUpgradableReadGuard::upgrade(up).push(total);
+//!     total
+//! }
+//!
+//! let m: lock_api::Mutex<cst_mutex::RawMutex, u64> = lock_api::Mutex::new(0);
+//! assert_eq!(bump(&m), 1);
+//! let l = cst_mutex::lock_api_04::RwLock::new(vec![1, 2]);
+//! assert_eq!(sum(&l), 3);
+//! assert_eq!(*l.read(), [1, 2, 3]);
+//! ```
+
+use std::cell::RefCell;
+use std::num::NonZeroUsize;
+use std::time::{Duration, Instant};
+
+pub use lock_api04 as lock_api;
+
+use ::lock_api as v05;
+
+use crate::fair::RawFairMutex;
+use crate::remutex::RawThreadId;
+use crate::{ExclusiveGuardState, MutexGuardState, RawMutex, RawRwLock, SharedGuardState};
+
+// SAFETY: forwards to the lock_api 0.5 implementation, whose contract is the same
+// with the guard state made explicit; `unlock` passes a fresh
+// `MutexGuardState::new()`, which releases any acquisition (the node is a hint).
+unsafe impl lock_api04::RawMutex for RawMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = RawMutex::new();
+
+    type GuardMarker = lock_api04::GuardSend;
+
+    #[inline]
+    fn lock(&self) {
+        v05::RawMutex::lock(self);
+    }
+
+    #[inline]
+    fn try_lock(&self) -> bool {
+        v05::RawMutex::try_lock(self).is_some()
+    }
+
+    #[inline]
+    unsafe fn unlock(&self) {
+        // SAFETY: the caller holds the lock (trait contract); any state releases it.
+        unsafe { v05::RawMutex::unlock(self, MutexGuardState::new()) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        v05::RawMutex::is_locked(self)
+    }
+}
+
+// SAFETY: as for `RawMutex`.
+unsafe impl lock_api04::RawMutexFair for RawMutex {
+    #[inline]
+    unsafe fn unlock_fair(&self) {
+        // SAFETY: the caller holds the lock (trait contract).
+        unsafe { v05::RawMutexFair::unlock_fair(self, MutexGuardState::new()) }
+    }
+}
+
+// SAFETY: as for `RawMutex`; a timed-out attempt leaves no trace (0.5 contract).
+unsafe impl lock_api04::RawMutexTimed for RawMutex {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    #[inline]
+    fn try_lock_for(&self, timeout: Duration) -> bool {
+        v05::RawMutexTimed::try_lock_for(self, timeout).is_some()
+    }
+
+    #[inline]
+    fn try_lock_until(&self, deadline: Instant) -> bool {
+        v05::RawMutexTimed::try_lock_until(self, deadline).is_some()
+    }
+}
+
+// SAFETY: forwards to `RawFairMutex`'s 0.5 implementation, as for `RawMutex`.
+unsafe impl lock_api04::RawMutex for RawFairMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = RawFairMutex::new();
+
+    type GuardMarker = lock_api04::GuardSend;
+
+    #[inline]
+    fn lock(&self) {
+        v05::RawMutex::lock(self);
+    }
+
+    #[inline]
+    fn try_lock(&self) -> bool {
+        v05::RawMutex::try_lock(self).is_some()
+    }
+
+    #[inline]
+    unsafe fn unlock(&self) {
+        // SAFETY: the caller holds the lock (trait contract).
+        unsafe { v05::RawMutex::unlock(self, MutexGuardState::new()) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        v05::RawMutex::is_locked(self)
+    }
+}
+
+// SAFETY: as for `RawMutex`.
+unsafe impl lock_api04::RawMutexFair for RawFairMutex {
+    #[inline]
+    unsafe fn unlock_fair(&self) {
+        // SAFETY: the caller holds the lock (trait contract).
+        unsafe { v05::RawMutexFair::unlock_fair(self, MutexGuardState::new()) }
+    }
+}
+
+// SAFETY: as for `RawMutex`.
+unsafe impl lock_api04::RawMutexTimed for RawFairMutex {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    #[inline]
+    fn try_lock_for(&self, timeout: Duration) -> bool {
+        v05::RawMutexTimed::try_lock_for(self, timeout).is_some()
+    }
+
+    #[inline]
+    fn try_lock_until(&self, deadline: Instant) -> bool {
+        v05::RawMutexTimed::try_lock_until(self, deadline).is_some()
+    }
+}
+
+// SAFETY: distinct running threads get distinct non-zero ids, one thread always
+// the same (see `RawThreadId`).
+unsafe impl lock_api04::GetThreadId for RawThreadId {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = RawThreadId;
+
+    #[inline]
+    fn nonzero_thread_id(&self) -> NonZeroUsize {
+        RawThreadId::current()
+    }
+}
+
+thread_local! {
+    /// The read locks this thread holds through lock_api 0.4: (lock address,
+    /// its guard state), most recent last.
+    static READS: RefCell<Vec<(usize, SharedGuardState)>> = const { RefCell::new(Vec::new()) };
+}
+
+impl RawRwLock {
+    fn addr(&self) -> usize {
+        std::ptr::from_ref(self).addr()
+    }
+
+    /// Keeps the state of a read lock this thread just took.
+    fn push_read(&self, state: SharedGuardState) {
+        let addr = self.addr();
+        let mut state = Some(state);
+        let kept = READS.try_with(|reads| reads.borrow_mut().push((addr, state.take().unwrap())));
+        if kept.is_err() {
+            // SAFETY: `state` is the read acquisition we just made and could not keep.
+            unsafe { v05::RawRwLock::unlock_shared(self, state.take().unwrap()) };
+            panic!(
+                "cst_mutex: a lock_api 0.4 read lock was taken in a thread-local destructor \
+                 that runs after cst-mutex's own; use the lock_api 0.5 API there"
+            );
+        }
+    }
+
+    /// Takes back the state of one read lock this thread holds on `self`. Any of
+    /// them will do: a lock does not know which reader registered where, only the
+    /// counts, and releasing any one registration leaves a state that dropping
+    /// that reader alone could have left.
+    fn pop_read(&self) -> SharedGuardState {
+        let addr = self.addr();
+        READS
+            .try_with(|reads| {
+                let mut reads = reads.borrow_mut();
+                let i = reads.iter().rposition(|&(a, _)| a == addr)?;
+                Some(reads.remove(i).1)
+            })
+            .ok()
+            .flatten()
+            .expect("cst_mutex: unlock_shared (lock_api 0.4) on a thread that holds no read lock of this RwLock")
+    }
+}
+
+// SAFETY: forwards to the lock_api 0.5 implementation. Exclusive releases pass a
+// fresh `ExclusiveGuardState::new()` (the node is a hint); shared releases pass the
+// very state the acquisition returned, kept per thread (hence `GuardNoSend`: the
+// release runs on the acquiring thread).
+unsafe impl lock_api04::RawRwLock for RawRwLock {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = RawRwLock::new();
+
+    type GuardMarker = lock_api04::GuardNoSend;
+
+    #[inline]
+    fn lock_shared(&self) {
+        self.push_read(v05::RawRwLock::lock_shared(self));
+    }
+
+    #[inline]
+    fn try_lock_shared(&self) -> bool {
+        v05::RawRwLock::try_lock_shared(self)
+            .map(|s| self.push_read(s))
+            .is_some()
+    }
+
+    #[inline]
+    unsafe fn unlock_shared(&self) {
+        let state = self.pop_read();
+        // SAFETY: `state` is the state of a read lock this thread holds.
+        unsafe { v05::RawRwLock::unlock_shared(self, state) }
+    }
+
+    #[inline]
+    fn lock_exclusive(&self) {
+        v05::RawRwLock::lock_exclusive(self);
+    }
+
+    #[inline]
+    fn try_lock_exclusive(&self) -> bool {
+        v05::RawRwLock::try_lock_exclusive(self).is_some()
+    }
+
+    #[inline]
+    unsafe fn unlock_exclusive(&self) {
+        // SAFETY: the caller holds the write lock (trait contract).
+        unsafe { v05::RawRwLock::unlock_exclusive(self, ExclusiveGuardState::new()) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        v05::RawRwLock::is_locked(self)
+    }
+
+    #[inline]
+    fn is_locked_exclusive(&self) -> bool {
+        v05::RawRwLock::is_locked_exclusive(self)
+    }
+}
+
+// SAFETY: as for `RawRwLock`.
+unsafe impl lock_api04::RawRwLockFair for RawRwLock {
+    #[inline]
+    unsafe fn unlock_shared_fair(&self) {
+        let state = self.pop_read();
+        // SAFETY: `state` is the state of a read lock this thread holds.
+        unsafe { v05::RawRwLockFair::unlock_shared_fair(self, state) }
+    }
+
+    #[inline]
+    unsafe fn unlock_exclusive_fair(&self) {
+        // SAFETY: the caller holds the write lock (trait contract).
+        unsafe { v05::RawRwLockFair::unlock_exclusive_fair(self, ExclusiveGuardState::new()) }
+    }
+}
+
+// SAFETY: as for `RawRwLock`; the read lock the downgrade makes is kept like any other.
+unsafe impl lock_api04::RawRwLockDowngrade for RawRwLock {
+    #[inline]
+    unsafe fn downgrade(&self) {
+        // SAFETY: the caller holds the write lock (trait contract).
+        let state = unsafe { v05::RawRwLockDowngrade::downgrade(self, ExclusiveGuardState::new()) };
+        self.push_read(state);
+    }
+}
+
+// SAFETY: as for `RawRwLock`; timed-out attempts leave no trace (0.5 contract).
+unsafe impl lock_api04::RawRwLockTimed for RawRwLock {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    #[inline]
+    fn try_lock_shared_for(&self, timeout: Duration) -> bool {
+        v05::RawRwLockTimed::try_lock_shared_for(self, timeout)
+            .map(|s| self.push_read(s))
+            .is_some()
+    }
+
+    #[inline]
+    fn try_lock_shared_until(&self, deadline: Instant) -> bool {
+        v05::RawRwLockTimed::try_lock_shared_until(self, deadline)
+            .map(|s| self.push_read(s))
+            .is_some()
+    }
+
+    #[inline]
+    fn try_lock_exclusive_for(&self, timeout: Duration) -> bool {
+        v05::RawRwLockTimed::try_lock_exclusive_for(self, timeout).is_some()
+    }
+
+    #[inline]
+    fn try_lock_exclusive_until(&self, deadline: Instant) -> bool {
+        v05::RawRwLockTimed::try_lock_exclusive_until(self, deadline).is_some()
+    }
+}
+
+// SAFETY: as for `RawRwLock`; upgradable states are exclusive states.
+unsafe impl lock_api04::RawRwLockUpgrade for RawRwLock {
+    #[inline]
+    fn lock_upgradable(&self) {
+        v05::RawRwLockUpgrade::lock_upgradable(self);
+    }
+
+    #[inline]
+    fn try_lock_upgradable(&self) -> bool {
+        v05::RawRwLockUpgrade::try_lock_upgradable(self).is_some()
+    }
+
+    #[inline]
+    unsafe fn unlock_upgradable(&self) {
+        // SAFETY: the caller holds the upgradable lock (trait contract).
+        unsafe { v05::RawRwLockUpgrade::unlock_upgradable(self, ExclusiveGuardState::new()) }
+    }
+
+    #[inline]
+    unsafe fn upgrade(&self) {
+        // SAFETY: the caller holds the upgradable lock (trait contract).
+        unsafe { v05::RawRwLockUpgrade::upgrade(self, ExclusiveGuardState::new()) };
+    }
+
+    #[inline]
+    unsafe fn try_upgrade(&self) -> bool {
+        // SAFETY: the caller holds the upgradable lock (trait contract).
+        unsafe { v05::RawRwLockUpgrade::try_upgrade(self, ExclusiveGuardState::new()) }.is_ok()
+    }
+}
+
+// SAFETY: as for `RawRwLock`.
+unsafe impl lock_api04::RawRwLockUpgradeFair for RawRwLock {
+    #[inline]
+    unsafe fn unlock_upgradable_fair(&self) {
+        // SAFETY: the caller holds the upgradable lock (trait contract).
+        unsafe {
+            v05::RawRwLockUpgradeFair::unlock_upgradable_fair(self, ExclusiveGuardState::new())
+        }
+    }
+}
+
+// SAFETY: as for `RawRwLock`; a shared downgrade keeps its read lock's state.
+unsafe impl lock_api04::RawRwLockUpgradeDowngrade for RawRwLock {
+    #[inline]
+    unsafe fn downgrade_upgradable(&self) {
+        // SAFETY: the caller holds the upgradable lock (trait contract).
+        let state = unsafe {
+            v05::RawRwLockUpgradeDowngrade::downgrade_upgradable(self, ExclusiveGuardState::new())
+        };
+        self.push_read(state);
+    }
+
+    #[inline]
+    unsafe fn downgrade_to_upgradable(&self) {
+        // SAFETY: the caller holds the write lock (trait contract).
+        unsafe {
+            v05::RawRwLockUpgradeDowngrade::downgrade_to_upgradable(
+                self,
+                ExclusiveGuardState::new(),
+            )
+        };
+    }
+}
+
+// SAFETY: as for `RawRwLock`.
+unsafe impl lock_api04::RawRwLockUpgradeTimed for RawRwLock {
+    #[inline]
+    fn try_lock_upgradable_for(&self, timeout: Duration) -> bool {
+        v05::RawRwLockUpgradeTimed::try_lock_upgradable_for(self, timeout).is_some()
+    }
+
+    #[inline]
+    fn try_lock_upgradable_until(&self, deadline: Instant) -> bool {
+        v05::RawRwLockUpgradeTimed::try_lock_upgradable_until(self, deadline).is_some()
+    }
+
+    #[inline]
+    unsafe fn try_upgrade_for(&self, timeout: Duration) -> bool {
+        // SAFETY: the caller holds the upgradable lock (trait contract).
+        unsafe {
+            v05::RawRwLockUpgradeTimed::try_upgrade_for(self, ExclusiveGuardState::new(), timeout)
+        }
+        .is_ok()
+    }
+
+    #[inline]
+    unsafe fn try_upgrade_until(&self, deadline: Instant) -> bool {
+        // SAFETY: the caller holds the upgradable lock (trait contract).
+        unsafe {
+            v05::RawRwLockUpgradeTimed::try_upgrade_until(
+                self,
+                ExclusiveGuardState::new(),
+                deadline,
+            )
+        }
+        .is_ok()
+    }
+}
+
+/// [`crate::Mutex`] as a lock_api 0.4 `Mutex`.
+pub type Mutex<T> = lock_api04::Mutex<RawMutex, T>;
+/// The guard of a lock_api 0.4 [`Mutex`].
+pub type MutexGuard<'a, T> = lock_api04::MutexGuard<'a, RawMutex, T>;
+/// [`crate::FairMutex`] as a lock_api 0.4 `Mutex`.
+pub type FairMutex<T> = lock_api04::Mutex<RawFairMutex, T>;
+/// [`crate::ReentrantMutex`] as a lock_api 0.4 `ReentrantMutex`.
+pub type ReentrantMutex<T> = lock_api04::ReentrantMutex<RawMutex, RawThreadId, T>;
+/// [`crate::RwLock`] as a lock_api 0.4 `RwLock`.
+pub type RwLock<T> = lock_api04::RwLock<RawRwLock, T>;
+/// Read guard of a lock_api 0.4 [`RwLock`] (not `Send`).
+pub type RwLockReadGuard<'a, T> = lock_api04::RwLockReadGuard<'a, RawRwLock, T>;
+/// Write guard of a lock_api 0.4 [`RwLock`].
+pub type RwLockWriteGuard<'a, T> = lock_api04::RwLockWriteGuard<'a, RawRwLock, T>;
+/// Upgradable read guard of a lock_api 0.4 [`RwLock`].
+pub type RwLockUpgradableReadGuard<'a, T> = lock_api04::RwLockUpgradableReadGuard<'a, RawRwLock, T>;

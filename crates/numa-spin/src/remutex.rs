@@ -1,0 +1,61 @@
+//! [`ReentrantMutex`]: a CNA lock the owning thread may lock again.
+
+use std::num::NonZeroUsize;
+
+use crate::mutex::RawMutex;
+
+/// The thread identity [`ReentrantMutex`] uses (`lock_api::GetThreadId`): the
+/// address of a thread-local byte, as in `parking_lot::RawThreadId`. Needs no
+/// allocation and no thread-local destructor, so it also works inside a
+/// `#[global_allocator]` and in thread-local destructors.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawThreadId;
+
+impl RawThreadId {
+    /// The calling thread's id: non-zero, unique among running threads.
+    #[inline]
+    pub fn current() -> NonZeroUsize {
+        thread_local!(static KEY: u8 = const { 0 });
+        // A `const`-initialized thread-local of a type without `Drop` is
+        // accessible for the whole life of the thread; the byte is not
+        // zero-sized, so each thread's has its own address.
+        KEY.with(|k| {
+            NonZeroUsize::new(std::ptr::from_ref(k).addr())
+                .expect("a thread-local's address is not null")
+        })
+    }
+}
+
+// SAFETY: two running threads never share a thread-local's address, and one
+// thread always gets the same address for it.
+unsafe impl lock_api::GetThreadId for RawThreadId {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = RawThreadId;
+
+    #[inline]
+    fn nonzero_thread_id(&self) -> NonZeroUsize {
+        Self::current()
+    }
+}
+
+/// A mutex the thread holding it can lock again (each `lock` needs its own
+/// release), backed by the CNA lock: `parking_lot::ReentrantMutex` with
+/// NUMA-aware hand-offs. Guards give `&T` only (wrap the data in a `Cell` or
+/// `RefCell` to mutate it).
+///
+/// ```
+/// let m = numa_spin::ReentrantMutex::new(std::cell::Cell::new(1));
+/// let outer = m.lock();
+/// let inner = m.lock(); // the same thread: no deadlock
+/// inner.set(2);
+/// drop(inner);
+/// assert_eq!(outer.get(), 2);
+/// ```
+pub type ReentrantMutex<T> = lock_api::ReentrantMutex<RawMutex, RawThreadId, T>;
+
+/// The guard of a [`ReentrantMutex`].
+pub type ReentrantMutexGuard<'a, T> = lock_api::ReentrantMutexGuard<'a, RawMutex, RawThreadId, T>;
+
+/// A [`ReentrantMutexGuard`] narrowed to a part of the data.
+pub type MappedReentrantMutexGuard<'a, T> =
+    lock_api::MappedReentrantMutexGuard<'a, RawMutex, RawThreadId, T>;
