@@ -171,9 +171,10 @@ impl SnodeList {
 
 impl Drop for SnodeList {
     fn drop(&mut self) {
-        #[cfg(not(numa_loom))]
+        #[cfg(any(not(numa_loom), numa_shuttle))]
         let mut cur = *self.head.get_mut();
-        #[cfg(numa_loom)]
+        // loom's atomics have no `get_mut`.
+        #[cfg(all(numa_loom, not(numa_shuttle)))]
         let mut cur = self.head.with_mut(|p| *p);
         while !cur.is_null() {
             // SAFETY: `&mut self` means no thread uses the lock any more; every

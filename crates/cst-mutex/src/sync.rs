@@ -12,8 +12,18 @@
 #[cfg(not(numa_loom))]
 pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
+/// The model checker behind `--cfg numa_loom`: loom, or with `--cfg numa_shuttle`
+/// too, shuttle (randomized schedules over many threads and operations;
+/// sequentially consistent, so it hunts logic bugs such as lost wake-ups while
+/// loom hunts ordering bugs). Both have the same `sync`, `thread`,
+/// `thread_local!` and `lazy_static!` API as far as this shim uses them.
+#[cfg(all(numa_loom, not(numa_shuttle)))]
+use loom as model;
+#[cfg(all(numa_loom, numa_shuttle))]
+use shuttle as model;
+
 #[cfg(numa_loom)]
-pub(crate) use loom::sync::atomic::{
+pub(crate) use model::sync::atomic::{
     AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 
@@ -27,7 +37,7 @@ pub(crate) fn spin_loop() {
     #[cfg(not(numa_loom))]
     std::hint::spin_loop();
     #[cfg(numa_loom)]
-    loom::thread::yield_now();
+    model::thread::yield_now();
 }
 
 /// Gives the CPU to another runnable thread.
@@ -36,7 +46,7 @@ pub(crate) fn yield_now() {
     #[cfg(not(numa_loom))]
     std::thread::yield_now();
     #[cfg(numa_loom)]
-    loom::thread::yield_now();
+    model::thread::yield_now();
 }
 
 /// The NUMA node of the calling thread ([`numa_topology::current_node`]; under
@@ -208,12 +218,13 @@ pub(crate) fn set_loom_spin_rounds(rounds: u32) {
 
 #[cfg(numa_loom)]
 mod loom_impl {
+    use super::model;
     use super::{ParkResult, UnparkResult, UnparkToken};
-    use loom::sync::atomic::{AtomicUsize, Ordering};
-    use loom::sync::{Arc, Mutex};
+    use model::sync::atomic::{AtomicUsize, Ordering};
+    use model::sync::{Arc, Mutex};
     use std::cell::Cell;
 
-    loom::thread_local! {
+    model::thread_local! {
         pub(super) static NODE: Cell<usize> = Cell::new(0);
         pub(super) static SPIN: Cell<u32> = Cell::new(0);
     }
@@ -222,22 +233,22 @@ mod loom_impl {
         key: usize,
         /// 0 while parked, `token + 1` once unparked.
         slot: Arc<AtomicUsize>,
-        thread: loom::thread::Thread,
+        thread: model::thread::Thread,
     }
 
-    loom::lazy_static! {
+    model::lazy_static! {
         static ref LOT: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
     }
 
     /// Locks the lot by `try_lock` and yield: a thread blocked inside loom's
     /// `Mutex::lock` must not be the target of `Thread::unpark` (loom would
     /// make it runnable while the mutex is still held).
-    fn lot() -> loom::sync::MutexGuard<'static, Vec<Waiter>> {
+    fn lot() -> model::sync::MutexGuard<'static, Vec<Waiter>> {
         loop {
             if let Ok(g) = LOT.try_lock() {
                 return g;
             }
-            loom::thread::yield_now();
+            model::thread::yield_now();
         }
     }
 
@@ -264,7 +275,7 @@ mod loom_impl {
             lot.push(Waiter {
                 key,
                 slot: slot.clone(),
-                thread: loom::thread::current(),
+                thread: model::thread::current(),
             });
         }
         before_sleep();
@@ -274,7 +285,12 @@ mod loom_impl {
                 return ParkResult::Unparked(UnparkToken(v - 1));
             }
             if timed {
-                // A timed park may time out at any point once queued.
+                // A timed park may time out at any point once queued. Under
+                // shuttle, time passes first: a yield lets the other threads run
+                // (without it, a waiter that re-parks after each time-out, such as
+                // a writer draining readers, would keep the CPU in the model).
+                #[cfg(numa_shuttle)]
+                model::thread::yield_now();
                 let mut lot = lot();
                 if let Some(i) = lot.iter().position(|w| Arc::ptr_eq(&w.slot, &slot)) {
                     let key = lot.remove(i).key;
@@ -284,7 +300,7 @@ mod loom_impl {
                 }
                 continue;
             }
-            loom::thread::park();
+            model::thread::park();
         }
     }
 
