@@ -158,7 +158,9 @@ pub trait RwLockKind {
     type RwLock<T: Send + Sync>: BenchRwLock<T>;
 }
 
-/// `parking_lot` 0.13 `RawMutex` (word lock, spin then park, eventual fairness every 0.5 ms).
+/// `parking_lot` 0.13 `RawMutex` (word lock, spin then park; unfair: barging, fair
+/// hand-off only through `unlock_fair`. 0.13 removed the eventual fairness every
+/// 0.5 ms that 0.12 had, parking_lot's CHANGELOG, #533).
 pub struct ParkingLot;
 impl MutexKind for ParkingLot {
     type Mutex<T: Send> = lock_api::Mutex<parking_lot::RawMutex, T>;

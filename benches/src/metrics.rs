@@ -114,7 +114,18 @@ pub fn new_latency_histogram() -> Histogram<u64> {
 
 /// Process CPU time (user + system, all threads) so far, in ns, from
 /// `getrusage(RUSAGE_SELF)` (man 2 getrusage). Resolution is the kernel's accounting
-/// granularity (about 1-4 ms on Linux).
+/// granularity (about 1-4 ms on Linux). 0 on targets without `getrusage`
+/// (non-Unix: Windows), where `cpu_ns/op` then reads 0.
+#[cfg(not(unix))]
+pub fn process_cpu_ns() -> u64 {
+    0
+}
+
+/// Process CPU time (user + system, all threads) so far, in ns, from
+/// `getrusage(RUSAGE_SELF)` (man 2 getrusage). Resolution is the kernel's accounting
+/// granularity (about 1-4 ms on Linux). 0 on targets without `getrusage`
+/// (non-Unix: Windows), where `cpu_ns/op` then reads 0.
+#[cfg(unix)]
 pub fn process_cpu_ns() -> u64 {
     // SAFETY: `rusage` is plain old data; all-zero bytes are a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -123,6 +134,8 @@ pub fn process_cpu_ns() -> u64 {
     if rc != 0 {
         return 0;
     }
+    // `as`: the fields' types differ between Unix systems (i64/i32/c_long).
+    #[allow(clippy::unnecessary_cast)]
     let tv_ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
     tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime)
 }

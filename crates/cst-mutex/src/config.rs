@@ -14,8 +14,9 @@ use std::time::Duration;
 /// 128 keeps the worst cross-node wait at 128 critical sections.
 pub const DEFAULT_BATCH_BOUND: u32 = 128;
 
-/// Default eventual-fairness timeout: 500 000 ns (0.5 ms), parking_lot's
-/// `FairTimeout` period. A parked waiter of a node is owed a direct handoff
+/// Default eventual-fairness timeout: 500 000 ns (0.5 ms), the `FairTimeout`
+/// period of parking_lot up to 0.12 (parking_lot 0.13 removed eventual fairness,
+/// `UnparkResult::be_fair`; this crate keeps its own). A parked waiter of a node is owed a direct handoff
 /// once per this period.
 pub const DEFAULT_FAIRNESS_TIMEOUT: Duration = Duration::from_micros(500);
 

@@ -36,9 +36,10 @@
 //!   still asleep, onto the mutex, whose unlocks wake them one at a time; they
 //!   form one more member of the cohort order (a pseudo-snode of the mutex),
 //!   so the batch bound and eventual fairness apply to them too;
-//! * **eventual fairness** (`parking_lot`'s): a parked waiter whose node has
-//!   waited past [`fairness_timeout`] (0.5 ms by default) is handed the lock
-//!   directly.
+//! * **eventual fairness** (the scheme of `parking_lot` up to 0.12; 0.13
+//!   removed it from `parking_lot`, whose locks are now fair only through
+//!   `unlock_fair`): a parked waiter whose node has waited past
+//!   [`fairness_timeout`] (0.5 ms by default) is handed the lock directly.
 //!
 //! # When to use it
 //!

@@ -1,5 +1,5 @@
 //! lock_api 0.4 support (feature `lock_api_04`): the same raw locks for code and
-//! crates written against lock_api 0.4 (parking_lot 0.12, spin 0.9/0.10).
+//! crates written against lock_api 0.4 (parking_lot 0.12, spin 0.9 to 0.12).
 //!
 //! lock_api 0.4's traits carry no guard state: `lock()` returns `()` and
 //! `unlock()` takes nothing. What the 0.5 guard states carry is supplied here:

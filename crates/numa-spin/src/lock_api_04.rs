@@ -1,5 +1,5 @@
 //! lock_api 0.4 support (feature `lock_api_04`): the same raw locks for code and
-//! crates written against lock_api 0.4 (parking_lot 0.12, spin 0.9/0.10).
+//! crates written against lock_api 0.4 (parking_lot 0.12, spin 0.9 to 0.12).
 //!
 //! lock_api 0.4's traits have no guard state (`lock()` returns `()`), which these
 //! locks do not need: [`RawLock`], [`RawFairMutex`] and [`RawThreadId`] implement
