@@ -367,7 +367,7 @@ pub(crate) fn registry() -> &'static Registry {
 }
 
 #[cfg(numa_loom)]
-loom::lazy_static! {
+crate::sync::model::lazy_static! {
     static ref REGISTRY: Registry = Registry::new();
 }
 

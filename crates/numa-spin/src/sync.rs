@@ -10,12 +10,26 @@
 //! - [`now_ns`] is a per-thread logical clock that advances by [`LOOM_TICK_NS`] on
 //!   every read, so time-based decisions are deterministic and need no loom state.
 //!
+//! With `--cfg numa_shuttle` as well, the model checker is [shuttle] instead of
+//! loom (randomized schedules of many threads and operations; sequentially
+//! consistent, so it hunts logic bugs such as lost waiters while loom hunts
+//! ordering bugs); `UnsafeCell` is then the plain one.
+//!
 //! [loom]: https://docs.rs/loom
+//! [shuttle]: https://docs.rs/shuttle
+
+/// The model checker behind `--cfg numa_loom`: loom, or shuttle with
+/// `--cfg numa_shuttle` too (the same `sync`, `thread`, `thread_local!` and
+/// `lazy_static!` API as far as this crate uses them).
+#[cfg(all(numa_loom, not(numa_shuttle)))]
+pub(crate) use loom as model;
+#[cfg(all(numa_loom, numa_shuttle))]
+pub(crate) use shuttle as model;
 
 #[cfg(numa_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, Ordering};
+pub(crate) use model::sync::atomic::{AtomicU32, Ordering};
 #[cfg(numa_loom)]
-pub(crate) use loom::thread_local;
+pub(crate) use model::thread_local;
 #[cfg(not(numa_loom))]
 pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
 #[cfg(not(numa_loom))]
@@ -25,19 +39,19 @@ pub(crate) use std::thread_local;
 pub(crate) use std::sync::atomic::AtomicU64;
 
 #[cfg(all(feature = "stats", numa_loom))]
-pub(crate) use loom::sync::atomic::AtomicU64;
+pub(crate) use model::sync::atomic::AtomicU64;
 
 /// `UnsafeCell` with loom's closure API (`with`, `with_mut`), so loom can check
 /// that the accesses to the queue nodes' hand-off fields never race.
-#[cfg(numa_loom)]
+#[cfg(all(numa_loom, not(numa_shuttle)))]
 pub(crate) use loom::cell::UnsafeCell;
 
 /// `UnsafeCell` with loom's closure API (`with`, `with_mut`).
-#[cfg(not(numa_loom))]
+#[cfg(any(not(numa_loom), numa_shuttle))]
 #[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
-#[cfg(not(numa_loom))]
+#[cfg(any(not(numa_loom), numa_shuttle))]
 impl<T> UnsafeCell<T> {
     /// Wraps `value`.
     pub(crate) const fn new(value: T) -> Self {
@@ -62,7 +76,7 @@ impl<T> UnsafeCell<T> {
 #[inline]
 pub(crate) fn spin_loop() {
     #[cfg(numa_loom)]
-    loom::thread::yield_now();
+    model::thread::yield_now();
     #[cfg(not(numa_loom))]
     std::hint::spin_loop();
 }
@@ -71,7 +85,7 @@ pub(crate) fn spin_loop() {
 #[inline]
 pub(crate) fn yield_now() {
     #[cfg(numa_loom)]
-    loom::thread::yield_now();
+    model::thread::yield_now();
     #[cfg(not(numa_loom))]
     std::thread::yield_now();
 }
@@ -102,7 +116,7 @@ pub(crate) fn now_ns() -> u64 {
 pub const LOOM_TICK_NS: u64 = 1_000;
 
 #[cfg(numa_loom)]
-loom::thread_local! {
+model::thread_local! {
     static LOOM_NODE: std::cell::Cell<u32> = std::cell::Cell::new(0);
     static LOOM_CLOCK: std::cell::Cell<u64> = std::cell::Cell::new(0);
 }
@@ -134,7 +148,7 @@ std::thread_local! {
     // std thread-locals, not loom's: loom runs all threads of a model on the
     // calling OS thread, so these are per model (and per test).
     static LOOM_ENQUEUES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    static LOOM_ENQUEUE_WAITER: std::cell::RefCell<Option<(usize, loom::thread::Thread)>> =
+    static LOOM_ENQUEUE_WAITER: std::cell::RefCell<Option<(usize, model::thread::Thread)>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -162,9 +176,9 @@ pub(crate) fn note_enqueued() {
 /// CAS) to the caller, which is the only synchronization the scenario adds.
 #[cfg(numa_loom)]
 pub fn wait_for_loom_enqueues(n: usize) {
-    LOOM_ENQUEUE_WAITER.with(|w| *w.borrow_mut() = Some((n, loom::thread::current())));
+    LOOM_ENQUEUE_WAITER.with(|w| *w.borrow_mut() = Some((n, model::thread::current())));
     while LOOM_ENQUEUES.with(std::cell::Cell::get) < n {
-        loom::thread::park();
+        model::thread::park();
     }
     LOOM_ENQUEUE_WAITER.with(|w| *w.borrow_mut() = None);
 }
@@ -188,13 +202,14 @@ std::thread_local! {
 pub(crate) fn trace(_event: impl FnOnce() -> String) {
     #[cfg(numa_loom)]
     LOOM_TRACE.with(|t| {
-        let who = format!("{:?}", loom::thread::current().id());
+        let who = format!("{:?}", model::thread::current().id());
         t.borrow_mut().push(format!("{who}: {}", _event()));
     });
 }
 
 /// Under loom: the execution's trace so far.
 #[cfg(numa_loom)]
+#[cfg_attr(numa_shuttle, allow(dead_code))]
 pub(crate) fn take_trace() -> String {
     LOOM_TRACE.with(|t| t.borrow().join("\n"))
 }
