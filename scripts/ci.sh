@@ -36,7 +36,13 @@ scripts/check-no-c-deps.sh
 
 step "loom models (LOOM_MAX_PREEMPTIONS=2)"
 RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
-    cargo test --release -p numa-spin -p cst-mutex --test loom
+    cargo test --release -p numa-spin -p cst-mutex \
+    --features numa-spin/loom,cst-mutex/loom --test loom
+
+step "shuttle randomized schedules (fixed seed; SHUTTLE_ITERATIONS per scheduler)"
+RUSTFLAGS="--cfg numa_loom --cfg numa_shuttle" CARGO_TARGET_DIR=target/shuttle \
+    cargo test --release -p numa-spin -p cst-mutex \
+    --features numa-spin/loom,numa-spin/shuttle,cst-mutex/loom,cst-mutex/shuttle --test shuttle
 
 step "cargo bench --no-run"
 cargo bench --workspace --no-run
