@@ -1,8 +1,17 @@
 //! `numa-bench topology`: the machine's layout as a table, or as one JSON
-//! object (`--json`) with the keys of `shared/topologies/README.md`:
-//! `packages`, `numa_nodes`, `cpuless_numa_nodes`, `cores`, `pus`,
-//! `numa_node_os_indexes`, `node_pus`, `pu_to_node`, `distances`, plus
-//! `node_subtypes`, `numa_nodes_with_empty_cpuset` and `source`.
+//! object (`--json`) with these keys (the format of the repository's hwloc
+//! test-data `expected.json`):
+//!
+//! | key | value |
+//! | --- | --- |
+//! | `packages`, `cores`, `pus` | counts of packages, cores and PUs (logical CPUs) |
+//! | `numa_nodes`, `cpuless_numa_nodes`, `numa_nodes_with_empty_cpuset` | NUMA node counts |
+//! | `numa_node_os_indexes` | the nodes' OS indexes, ascending |
+//! | `node_pus` | node OS index -> the PUs mapped to it (each PU's most local node) |
+//! | `node_subtypes` | node OS index -> hwloc subtype (e.g. `"MCDRAM"`), only for nodes that have one |
+//! | `pu_to_node` | PU OS index -> node OS index |
+//! | `distances` | the node distance matrix (ACPI SLIT units, 10 = local; rows and columns by node OS index) |
+//! | `source` | where the topology came from |
 
 use numa_topology::{Topology, TopologySource, VirtualLayout};
 use serde_json::{Map, Value, json};
@@ -55,11 +64,13 @@ fn is_running_machine(args: &TopologyArgs) -> bool {
 fn load(args: &TopologyArgs) -> Result<Topology, Box<dyn Error>> {
     #[cfg(not(feature = "hwloc"))]
     if args.xml.is_some() || args.synthetic.is_some() {
-        return Err("--xml and --synthetic read the topology through hwloc: this numa-bench \
+        return Err(
+            "--xml and --synthetic read the topology through hwloc: this numa-bench \
             was built without its `hwloc` feature. Rebuild with `cargo run --release -p \
             numa-bench --features hwloc -- topology ...` (needs libhwloc-dev, libudev-dev \
             and pkg-config)"
-            .into());
+                .into(),
+        );
     }
     if let Some(path) = &args.xml {
         #[cfg(feature = "hwloc")]
@@ -79,7 +90,7 @@ fn load(args: &TopologyArgs) -> Result<Topology, Box<dyn Error>> {
     Ok(Topology::system()?)
 }
 
-/// The JSON object (keys and meanings of `shared/topologies/README.md`).
+/// The JSON object (keys and meanings in the [module docs](self)).
 pub fn to_json(t: &Topology) -> Value {
     let mut node_pus = Map::new();
     let mut subtypes = Map::new();
