@@ -106,8 +106,9 @@ impl SpinWait {
         self.batch = (self.batch * 2).min(MAX_BATCH);
     }
 
-    /// Whether the spin budget is spent (the waiter now yields).
-    #[cfg(test)]
+    /// Whether the spin budget is spent (the next [`snooze`](SpinWait::snooze)
+    /// yields the CPU).
+    #[inline]
     pub(crate) fn is_yielding(&self) -> bool {
         self.left == 0
     }

@@ -17,6 +17,7 @@
 //! | `NUMA_SPIN_SHUFFLE_REDUCTION` | [`shuffle_reduction`](Config::shuffle_reduction) | 1/N | 128 | CNA v15 patch 6 (`SHUFFLE_REDUCTION_PROB_ARG` = 7) |
 //! | `NUMA_SPIN_SPIN_BUDGET_NS` | [`spin_budget_ns`](Config::spin_budget_ns) | ns | 20 000 (20 us) | this crate |
 //! | `NUMA_SPIN_STEAL_BOUND_NS` | [`steal_bound_ns`](Config::steal_bound_ns) | ns | 10 000 (10 us) | this crate; pvqspinlock hybrid mode, ShflLock |
+//! | `NUMA_SPIN_WAIT_POLICY` | [`wait_policy`](Config::wait_policy) | `park` / `yield` | `park` | paravirt qspinlock `pv_wait`/`pv_kick` (Linux `qspinlock_paravirt.h`) |
 //!
 //! Values are decimal integers (`_` separators allowed) or `inf` (= `u64::MAX`,
 //! "never") for the three durations.
@@ -33,6 +34,8 @@ pub const ENV_FLUSH_THRESHOLD_NS: &str = "NUMA_SPIN_FLUSH_THRESHOLD_NS";
 pub const ENV_SHUFFLE_REDUCTION: &str = "NUMA_SPIN_SHUFFLE_REDUCTION";
 /// Environment variable for [`Config::spin_budget_ns`].
 pub const ENV_SPIN_BUDGET_NS: &str = "NUMA_SPIN_SPIN_BUDGET_NS";
+/// Environment variable for [`Config::wait_policy`]: `park` or `yield`.
+pub const ENV_WAIT_POLICY: &str = "NUMA_SPIN_WAIT_POLICY";
 /// Environment variable for [`Config::steal_bound_ns`].
 pub const ENV_STEAL_BOUND_NS: &str = "NUMA_SPIN_STEAL_BOUND_NS";
 
@@ -84,6 +87,29 @@ pub struct Config {
     /// no bound: a queued waiter can then starve while running threads keep
     /// re-taking the lock. Default 10 us.
     pub steal_bound_ns: u64,
+    /// What a queued waiter does once its spin budget is spent, while it waits
+    /// to become queue head: park (sleep on its queue node until the head hands
+    /// over, paravirt qspinlock's `pv_wait`/`pv_kick`) or keep yielding its CPU.
+    /// The queue head itself never parks: it yields, with lock stealing allowed
+    /// while it is off the CPU. Default [`WaitPolicy::Park`] (see there for the
+    /// measurement).
+    pub wait_policy: WaitPolicy,
+}
+
+/// What a queued waiter does after its spin budget ([`Config::wait_policy`]).
+///
+/// On the 2-CPU development machine (one real NUMA node, 2 virtual ones),
+/// `numa-bench compare` with 32 threads: parking keeps the waiters that are
+/// far from the head off the CPU, so the head and the holder get it (see the
+/// crate README for the numbers and command). With at most one runnable thread
+/// per CPU the two behave the same: nobody spends its budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WaitPolicy {
+    /// Sleep (futex-style wait on the queue node) until made queue head; the
+    /// handing-over head wakes it. Where the OS has no such wait, yields.
+    Park,
+    /// Yield the CPU (`sched_yield`) between checks, never sleep.
+    Yield,
 }
 
 impl Config {
@@ -93,6 +119,7 @@ impl Config {
         shuffle_reduction: NonZeroU32::new(128).unwrap(),
         spin_budget_ns: 20_000,
         steal_bound_ns: 10_000,
+        wait_policy: WaitPolicy::Park,
     };
 
     /// Returns `self` with [`flush_threshold_ns`](Config::flush_threshold_ns) set.
@@ -113,6 +140,13 @@ impl Config {
     #[must_use]
     pub const fn spin_budget_ns(mut self, ns: u64) -> Self {
         self.spin_budget_ns = ns;
+        self
+    }
+
+    /// Returns `self` with [`wait_policy`](Config::wait_policy) set.
+    #[must_use]
+    pub const fn wait_policy(mut self, policy: WaitPolicy) -> Self {
+        self.wait_policy = policy;
         self
     }
 
@@ -175,6 +209,24 @@ impl Config {
             }) {
                 Ok(v) => config.shuffle_reduction = v,
                 Err(e) => errors.push(e),
+            }
+        }
+        if let Some(raw) = lookup(ENV_WAIT_POLICY) {
+            match raw.to_str().map(str::trim) {
+                Some(v) if v.eq_ignore_ascii_case("park") => config.wait_policy = WaitPolicy::Park,
+                Some(v) if v.eq_ignore_ascii_case("yield") => {
+                    config.wait_policy = WaitPolicy::Yield
+                }
+                Some(v) => errors.push(ConfigError {
+                    var: ENV_WAIT_POLICY,
+                    value: v.to_owned(),
+                    kind: ConfigErrorKind::NotAPolicy,
+                }),
+                None => errors.push(ConfigError {
+                    var: ENV_WAIT_POLICY,
+                    value: raw.to_string_lossy().into_owned(),
+                    kind: ConfigErrorKind::NotUnicode,
+                }),
             }
         }
         (config, errors)
@@ -254,6 +306,8 @@ pub enum ConfigErrorKind {
     /// The value does not fit the field (> `u64::MAX`, or 0 / > `u32::MAX` for the
     /// shuffle-reduction denominator).
     OutOfRange,
+    /// The value is not a wait policy (`park` or `yield`).
+    NotAPolicy,
 }
 
 /// A tunable's environment variable holds a bad value.
@@ -273,6 +327,7 @@ impl fmt::Display for ConfigError {
             ConfigErrorKind::NotUnicode => "is not valid unicode",
             ConfigErrorKind::NotANumber => "is not a decimal integer or `inf`",
             ConfigErrorKind::OutOfRange => "is out of range",
+            ConfigErrorKind::NotAPolicy => "is not `park` or `yield`",
         };
         write!(f, "{}={:?}: the value {what}", self.var, self.value)
     }
@@ -401,6 +456,18 @@ mod tests {
             shown.contains(ENV_FLUSH_THRESHOLD_NS) && shown.contains("1ms"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn wait_policy_is_read_and_bad_values_are_typed_errors() {
+        let (config, errors) = Config::from_lookup(lookup(&[(ENV_WAIT_POLICY, " Yield ")]));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(config.wait_policy, WaitPolicy::Yield);
+        let (config, errors) = Config::from_lookup(lookup(&[(ENV_WAIT_POLICY, "sleep")]));
+        assert_eq!(config.wait_policy, Config::DEFAULT.wait_policy);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].kind, ConfigErrorKind::NotAPolicy);
+        assert!(errors[0].to_string().contains(ENV_WAIT_POLICY));
     }
 
     #[test]

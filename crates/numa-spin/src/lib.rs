@@ -154,7 +154,7 @@ pub use lock_api;
 
 pub use config::{
     Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_SHUFFLE_REDUCTION,
-    ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS, Global, Tunables,
+    ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS, ENV_WAIT_POLICY, Global, Tunables, WaitPolicy,
 };
 #[cfg(not(numa_loom))]
 pub use fair::{FairMutex, FairMutexGuard, MappedFairMutexGuard, RawFairMutex};

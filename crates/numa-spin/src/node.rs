@@ -41,6 +41,7 @@
 //! the execution that made them.
 
 use crate::sync::{AtomicU32, UnsafeCell, thread_local};
+use crossbeam_utils::CachePadded;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, AtomicU32 as AtomicU32Std, AtomicU64, Ordering as StdOrdering};
@@ -78,6 +79,11 @@ pub(crate) const HEAD: u32 = 1;
 /// `QNode::locked`: you are the queue head *and* own the lock (an `unlock_fair`
 /// handed it to you, the longest waiter, through the previous head).
 pub(crate) const HEAD_OWNER: u32 = 2;
+/// `QNode::locked`: still waiting, and parked (or about to park) on this word:
+/// the head that hands head-ship over must wake the owner. Set only by the owner
+/// (CAS from [`WAIT`]); replaced by [`HEAD`] or [`HEAD_OWNER`] with a swap, which
+/// tells the head to wake (see `RawLock::hand_off`).
+pub(crate) const PARKED: u32 = 3;
 
 /// An MCS/CNA queue node.
 #[derive(Debug)]
@@ -111,6 +117,9 @@ unsafe impl Sync for QNode {}
 unsafe impl Send for QNode {}
 
 impl QNode {
+    /// A fresh node. Every field is an integer 0 (`WAIT`, `HeadState::EMPTY`),
+    /// so zeroed memory is the same value (see `Registry::new_segment`).
+    #[cfg_attr(not(numa_loom), allow(dead_code))]
     fn new() -> Self {
         QNode {
             next: AtomicU32::new(0),
@@ -136,7 +145,7 @@ pub(crate) const MAX_CODE: u32 = (1 << 31) - 1;
 /// *inside* the global allocator must be able to register a thread without
 /// re-entering the allocator (and so itself).
 pub(crate) struct Registry {
-    segments: [AtomicPtr<QNode>; SEGMENTS],
+    segments: [AtomicPtr<Slot>; SEGMENTS],
     /// Codes handed out so far (the next new code is `issued + 1`).
     issued: AtomicU32Std,
     /// Free codes, a Treiber stack linked through `QNode::free_next`:
@@ -157,10 +166,15 @@ fn locate(code: u32) -> (usize, usize) {
     (k as usize, index as usize)
 }
 
+/// A queue node on cache lines of its own: the owner spins on `locked` while
+/// its neighbours' owners spin on theirs (`CachePadded`: 128 bytes on x86-64,
+/// where the adjacent-line prefetcher pairs lines).
+type Slot = CachePadded<QNode>;
+
 /// The memory layout of segment `k`.
 fn segment_layout(k: usize) -> Layout {
-    // Cannot fail: at most 2^31 nodes of a few dozen bytes.
-    Layout::array::<QNode>((SEGMENT0 as usize) << k).expect("segment size fits isize")
+    // Cannot fail: at most 2^31 nodes of 128 bytes.
+    Layout::array::<Slot>((SEGMENT0 as usize) << k).expect("segment size fits isize")
 }
 
 impl Registry {
@@ -198,7 +212,7 @@ impl Registry {
             "numa-spin: queue node code {code} was never allocated"
         );
         // SAFETY:
-        // - `base` points to `SEGMENT0 << k` initialized nodes allocated with `System`,
+        // - `base` points to `SEGMENT0 << k` initialized slots allocated with `System`,
         //   published by `segment` before any code in segment `k` was returned by
         //   `alloc`, and never freed while `self` lives (only `Drop for Registry`
         //   frees it);
@@ -206,24 +220,48 @@ impl Registry {
         unsafe { &*base.add(index) }
     }
 
+    /// A fresh, initialized segment `k` from the system allocator, or `None`.
+    ///
+    /// Outside loom the memory is zeroed (`alloc_zeroed`), which is a valid
+    /// [`QNode::new`] (every field is an integer 0), so the nodes are not
+    /// written here: large segments come straight from the OS as untouched
+    /// pages, and each node's page is first touched by the first thread that
+    /// uses one of its nodes, on that thread's NUMA node (first-touch placement).
+    /// Nodes of threads on different nodes can still share a page.
+    fn new_segment(layout: Layout, k: usize) -> Option<*mut Slot> {
+        #[cfg(not(numa_loom))]
+        {
+            let _ = k;
+            // SAFETY: the layout has a non-zero size (at least 32 nodes).
+            let base = unsafe { System.alloc_zeroed(layout) }.cast::<Slot>();
+            (!base.is_null()).then_some(base)
+        }
+        #[cfg(numa_loom)]
+        {
+            // Loom's atomics are objects of the model: build them.
+            // SAFETY: the layout has a non-zero size (at least 32 nodes).
+            let base = unsafe { System.alloc(layout) }.cast::<Slot>();
+            if base.is_null() {
+                return None;
+            }
+            for i in 0..(SEGMENT0 as usize) << k {
+                // SAFETY: `base` is a fresh allocation of `SEGMENT0 << k` slots; `i`
+                // is in bounds and the slot is uninitialized, so `write` is right.
+                unsafe { base.add(i).write(CachePadded::new(QNode::new())) };
+            }
+            Some(base)
+        }
+    }
+
     /// Segment `k`, allocating and publishing it if no thread did yet. `None` if
     /// the system allocator is out of memory.
-    fn segment(&self, k: usize) -> Option<*mut QNode> {
+    fn segment(&self, k: usize) -> Option<*mut Slot> {
         let cur = self.segments[k].load(StdOrdering::Acquire);
         if !cur.is_null() {
             return Some(cur);
         }
         let layout = segment_layout(k);
-        // SAFETY: the layout has a non-zero size (at least 32 nodes).
-        let base = unsafe { System.alloc(layout) }.cast::<QNode>();
-        if base.is_null() {
-            return None;
-        }
-        for i in 0..(SEGMENT0 as usize) << k {
-            // SAFETY: `base` is a fresh allocation of `SEGMENT0 << k` nodes; `i` is
-            // in bounds and the slot is uninitialized, so `write` is the right call.
-            unsafe { base.add(i).write(QNode::new()) };
-        }
+        let base = Self::new_segment(layout, k)?;
         // AcqRel on success: Release publishes the nodes' initialization to
         // `node`'s Acquire load. Acquire on failure: we then use the winner's
         // segment, whose initialization must be visible.
@@ -502,6 +540,32 @@ pub(crate) mod tests {
         let free = registry().free_codes();
         assert!(free.contains(&other), "{other} not in {free:?}");
         assert!(!free.contains(&mine));
+    }
+
+    /// `Registry::new_segment` relies on zeroed memory being `QNode::new()`.
+    #[test]
+    fn zeroed_slot_is_a_fresh_node() {
+        let layout = Layout::new::<Slot>();
+        // SAFETY: non-zero size.
+        let p = unsafe { System.alloc_zeroed(layout) }.cast::<Slot>();
+        assert!(!p.is_null());
+        // SAFETY: zeroed memory is a valid bit pattern for every field (integers
+        // and atomics of integers); we only read it.
+        let zeroed: &QNode = unsafe { &*p };
+        let fresh = QNode::new();
+        assert_eq!(
+            zeroed.next.load(StdOrdering::Relaxed),
+            fresh.next.load(StdOrdering::Relaxed)
+        );
+        assert_eq!(zeroed.locked.load(StdOrdering::Relaxed), WAIT);
+        // SAFETY: no other thread has the node.
+        assert_eq!(zeroed.numa.with(|n| unsafe { *n }), 0);
+        // SAFETY: as above.
+        assert_eq!(zeroed.handoff.with(|h| unsafe { *h }), HeadState::EMPTY);
+        assert_eq!(zeroed.free_next.load(StdOrdering::Relaxed), 0);
+        assert_eq!(std::mem::align_of::<Slot>() % 64, 0);
+        // SAFETY: allocated above with `layout`.
+        unsafe { System.dealloc(p.cast(), layout) };
     }
 
     #[test]

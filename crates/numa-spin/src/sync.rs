@@ -90,6 +90,125 @@ pub(crate) fn yield_now() {
     std::thread::yield_now();
 }
 
+pub(crate) use futex::{park, unpark_one};
+
+/// Park and unpark on a queue node's word, where the OS has a futex-style wait
+/// (`atomic-wait`: futex on Linux, Android and FreeBSD, `__ulock` on Apple
+/// systems, `WaitOnAddress` on Windows): no allocation, no lock, no table.
+#[cfg(all(
+    not(numa_loom),
+    any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "watchos",
+        windows
+    )
+))]
+mod futex {
+    use super::AtomicU32;
+
+    /// Sleeps while `word` holds `value`; may return spuriously (callers
+    /// re-check).
+    #[inline]
+    pub(crate) fn park(word: &AtomicU32, value: u32) {
+        atomic_wait::wait(word, value);
+    }
+
+    /// Wakes one thread parked on `word`. Harmless if nobody sleeps there, or
+    /// if the word has been reused (queue nodes are never freed).
+    #[inline]
+    pub(crate) fn unpark_one(word: &AtomicU32) {
+        atomic_wait::wake_one(word);
+    }
+}
+
+/// Elsewhere "parking" is a yield.
+#[cfg(all(
+    not(numa_loom),
+    not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "watchos",
+        windows
+    ))
+))]
+mod futex {
+    use super::AtomicU32;
+
+    /// A yield (there is no futex-style wait here).
+    #[inline]
+    pub(crate) fn park(_word: &AtomicU32, _value: u32) {
+        super::yield_now();
+    }
+
+    /// Nothing to wake.
+    #[inline]
+    pub(crate) fn unpark_one(_word: &AtomicU32) {}
+}
+
+/// Under loom and shuttle: a futex model, so the models see a parked waiter
+/// that nobody wakes as a deadlock. Like the kernel's futex, `park` checks the
+/// word and queues itself under one lock (the "hash bucket"), and `unpark_one`
+/// dequeues under it, so a wake that comes after the check finds the waiter.
+#[cfg(numa_loom)]
+mod futex {
+    use super::AtomicU32;
+    use super::model;
+
+    model::lazy_static! {
+        static ref BUCKET: model::sync::Mutex<Vec<(usize, model::thread::Thread)>> =
+            model::sync::Mutex::new(Vec::new());
+    }
+
+    /// Locks the bucket by `try_lock` and yield: a thread blocked inside the
+    /// model's `Mutex::lock` must not be the target of `Thread::unpark`.
+    fn bucket() -> model::sync::MutexGuard<'static, Vec<(usize, model::thread::Thread)>> {
+        loop {
+            if let Ok(g) = BUCKET.try_lock() {
+                return g;
+            }
+            model::thread::yield_now();
+        }
+    }
+
+    /// Sleeps while `word` holds `value` (checked under the bucket lock).
+    pub(crate) fn park(word: &AtomicU32, value: u32) {
+        let key = word as *const AtomicU32 as usize;
+        {
+            let mut b = bucket();
+            // Relaxed: the bucket lock orders this check after a waker's swap
+            // that came first, as the kernel's bucket lock does for futexes.
+            if word.load(super::Ordering::Relaxed) != value {
+                return;
+            }
+            b.push((key, model::thread::current()));
+        }
+        model::thread::park();
+        let mut b = bucket();
+        if let Some(i) = b
+            .iter()
+            .position(|(k, t)| *k == key && t.id() == model::thread::current().id())
+        {
+            b.remove(i);
+        }
+    }
+
+    /// Wakes one thread parked on `word`.
+    pub(crate) fn unpark_one(word: &AtomicU32) {
+        let key = word as *const AtomicU32 as usize;
+        let mut b = bucket();
+        if let Some(i) = b.iter().position(|(k, _)| *k == key) {
+            b.remove(i).1.unpark();
+        }
+    }
+}
+
 /// The (possibly virtual) NUMA node of the calling thread
 /// ([`numa_topology::current_node`]); a stale answer costs performance only.
 #[cfg(not(numa_loom))]
