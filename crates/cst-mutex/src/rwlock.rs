@@ -14,6 +14,16 @@ use crate::RawRwLock;
 /// inside; readers that waited are all admitted when that writer leaves, before
 /// the next writer (see the [crate docs](crate#rwlock-policy)).
 ///
+/// # No `RecursiveRwLock`
+///
+/// `parking_lot` 0.13 has a `RecursiveRwLock` whose readers may read again while
+/// a writer waits. Here a waiting writer sets a bit that stops *every* new reader
+/// (that is what keeps writers from starving), and the lock does not record which
+/// threads hold read locks, so it cannot let a thread's second read past that bit:
+/// a thread that calls `read()` twice while a writer waits deadlocks. Allowing it
+/// would take a per-thread reader record in the reader protocol, so there is no
+/// recursive variant: take one read guard per thread and pass it down.
+///
 /// # Examples
 ///
 /// ```
