@@ -11,7 +11,7 @@
 # not reach build scripts and proc macros), and a target dir of its own
 # (target/asan). Doc tests are skipped (rustdoc would need the flags too).
 # Says "skipped" without nightly. Time on this 2-core machine: ~1.5 min cold
-# for the lock crates, plus the torture build (numa-bench and its deps).
+# for the lock crates, plus the torture build (lock-tests).
 #
 # Environment: ASAN_TORTURE_SECS (default 6; 0 skips the torture run).
 set -euo pipefail
@@ -34,7 +34,7 @@ cargo +nightly test --target "$target" -p numa-spin -p cst-mutex --all-features 
 secs=${ASAN_TORTURE_SECS:-6}
 if [ "$secs" != 0 ]; then
     echo "==> asan: torture test, TORTURE_SECS=$secs"
-    TORTURE_SECS=$secs cargo +nightly test --target "$target" -p numa-bench --all-features \
+    TORTURE_SECS=$secs cargo +nightly test --target "$target" -p lock-tests --all-features \
         --release --test torture -- --ignored
 fi
 echo "asan: no AddressSanitizer or LeakSanitizer report"

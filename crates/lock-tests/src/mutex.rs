@@ -282,8 +282,13 @@ where
 /// ```ignore
 /// lock_tests::mutex_suite!(cna, numa_spin::RawMutex, guard: Send);
 /// ```
+///
+/// Without `guard:` no assertion on the guard is made (the registry's suites).
 #[macro_export]
 macro_rules! mutex_suite {
+    ($name:ident, $raw:ty) => {
+        $crate::mutex_suite!(@tests $name, $raw);
+    };
     ($name:ident, $raw:ty, guard: Send) => {
         $crate::mutex_suite!(@tests $name, $raw);
         $crate::static_assertions::assert_impl_all!(

@@ -1,7 +1,7 @@
 //! Deliberately broken locks, to show that the torture test fails when a lock
 //! loses exclusion, leaks its per-node state, or never releases.
 //!
-//! They are used only to protect [`Shared`](crate::shared::Shared), whose
+//! They are used only to protect [`Shared`](lock_tests::model::Shared), whose
 //! fields are atomics reached through `&` only, so their bugs are detectable
 //! races and leaks, never undefined behaviour.
 

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::alloc::count_this_thread;
-use crate::shared::{Checker, MAX_OPS, Shared, Stats, TorturePanic, Worker};
+use lock_tests::model::{Checker, MAX_OPS, Shared, Stats, TorturePanic, Worker};
 
 /// One operation: a name, a weight (relative frequency) and the code.
 pub struct Op<L> {
@@ -265,18 +265,6 @@ pub fn expect_torture_panic(w: &mut Worker<'_>, what: &str, f: impl FnOnce(&mut 
         Err(p) if p.is::<TorturePanic>() => w.stats.panics += 1,
         Err(_) => w.violation(format_args!("{what}: a panic other than the intended one")),
         Ok(()) => w.violation(format_args!("{what}: the intended panic did not happen")),
-    }
-}
-
-/// Checks that a failed timed acquisition did not give up before its timeout
-/// (the `RawMutexTimed` contract); counts the timeout.
-pub fn check_timeout(w: &mut Worker<'_>, what: &str, start: Instant, timeout: Duration) {
-    w.stats.timeouts += 1;
-    let waited = start.elapsed();
-    if waited < timeout {
-        w.violation(format_args!(
-            "{what}: gave up after {waited:?}, before its timeout {timeout:?}"
-        ));
     }
 }
 

@@ -13,8 +13,8 @@ use lock_api::{
 };
 
 use crate::alloc::count_this_thread;
-use crate::engine::{Op, check_timeout, check_total, expect_torture_panic};
-use crate::shared::{Shared, TorturePanic, Worker};
+use crate::engine::{Op, check_total, expect_torture_panic};
+use lock_tests::model::{Shared, TorturePanic, Worker};
 
 /// A torture lock that contains a mutex: the mutex itself, or a mutex with a
 /// condition variable.
@@ -126,7 +126,7 @@ where
     let start = Instant::now();
     match l.mutex().try_lock_for(timeout) {
         Some(g) => g.exclusive_section(w, "try_lock_for"),
-        None => check_timeout(w, "try_lock_for", start, timeout),
+        None => w.check_timeout("try_lock_for", start, timeout),
     }
 }
 
@@ -183,7 +183,7 @@ where
     let start = Instant::now();
     let r = l.condvar.wait_for(&mut g, timeout);
     if r.timed_out() {
-        check_timeout(w, "condvar_wait", start, timeout);
+        w.check_timeout("condvar_wait", start, timeout);
     }
     g.exclusive_section(w, "condvar_wait (after)");
 }

@@ -1,5 +1,12 @@
-//! The protected structure, the exclusion checks around it, and the per-thread
-//! context of a torture worker.
+//! The exclusion model: the protected structure, the checks around it, and the
+//! per-thread context of a checking thread. One model for the suites' exclusion
+//! tests, the torture test and the fuzz target.
+//!
+//! A lock under test protects a [`Shared`]; each thread is a [`Worker`] that
+//! calls [`Shared::enter_exclusive`] / [`Shared::exit_exclusive`] (and the shared
+//! and upgradable variants) right inside its critical sections. Violations are
+//! recorded in a [`Checker`] (never panics inside a critical section, so a broken
+//! lock is reported with every violation's count and the first messages).
 //!
 //! Every check uses `Relaxed` atomics: they make a broken lock's races defined
 //! behaviour (so the test can report them) without adding fences that would
@@ -7,7 +14,7 @@
 
 use std::sync::Mutex as StdMutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Words in the protected structure: 16 x 8 bytes = two cache lines, so a torn
 /// update (a writer seen half-way) and a lost update (two writers starting from
@@ -29,6 +36,12 @@ pub struct Shared {
     readers: AtomicUsize,
     /// Worker id of the upgradable holder, 0 when none.
     upgrader: AtomicUsize,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Shared {
@@ -188,6 +201,12 @@ pub struct Checker {
     first: StdMutex<Option<String>>,
 }
 
+impl Default for Checker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Checker {
     /// No violations yet.
     pub const fn new() -> Self {
@@ -257,7 +276,12 @@ impl<'a> Worker<'a> {
     /// A worker with id `id` on virtual node `id % NODES`; assigns the calling
     /// thread to that node.
     pub fn new(id: usize, seed: u64, checker: &'a Checker) -> Self {
-        let node = id % NODES;
+        Self::on_node(id, id % NODES, seed, checker)
+    }
+
+    /// A worker with id `id` on virtual node `node`; assigns the calling thread
+    /// to that node.
+    pub fn on_node(id: usize, node: usize, seed: u64, checker: &'a Checker) -> Self {
         numa_topology::set_current_thread_node(Some(node));
         Worker {
             id,
@@ -272,6 +296,18 @@ impl<'a> Worker<'a> {
     pub fn violation(&self, msg: std::fmt::Arguments<'_>) {
         self.checker
             .record(format_args!("worker {}: {msg}", self.id));
+    }
+
+    /// Checks that a failed timed acquisition did not give up before its
+    /// timeout (the `RawMutexTimed` / `RawCondvarTimed` contract); counts it.
+    pub fn check_timeout(&mut self, what: &str, start: Instant, timeout: Duration) {
+        self.stats.timeouts += 1;
+        let waited = start.elapsed();
+        if waited < timeout {
+            self.violation(format_args!(
+                "{what}: gave up after {waited:?}, before its timeout {timeout:?}"
+            ));
+        }
     }
 
     /// The checker this worker reports to.

@@ -12,9 +12,9 @@ use lock_api::{
 };
 
 use crate::alloc::count_this_thread;
-use crate::engine::{Op, check_timeout, check_total, expect_torture_panic};
+use crate::engine::{Op, check_total, expect_torture_panic};
 use crate::mutex_ops::CHURN_MAX_HELPERS;
-use crate::shared::{Shared, TorturePanic, Worker};
+use lock_tests::model::{Shared, TorturePanic, Worker};
 
 /// The torture lock of a reader-writer target.
 pub type Rw<R> = RwLock<R, Shared>;
@@ -140,12 +140,12 @@ pub fn timed<R: RawRwLockTimed<Duration = Duration>>(l: &Rw<R>, w: &mut Worker<'
     if w.chance(2) {
         match l.try_write_for(timeout) {
             Some(g) => g.exclusive_section(w, "try_write_for"),
-            None => check_timeout(w, "try_write_for", start, timeout),
+            None => w.check_timeout("try_write_for", start, timeout),
         }
     } else {
         match l.try_read_for(timeout) {
             Some(g) => g.shared_section(w, "try_read_for"),
-            None => check_timeout(w, "try_read_for", start, timeout),
+            None => w.check_timeout("try_read_for", start, timeout),
         }
     }
 }
@@ -208,7 +208,7 @@ pub fn upgrade_timed<R: RawRwLockUpgradeTimed<Duration = Duration>>(l: &Rw<R>, w
     let timeout = w.micros(300);
     let start = Instant::now();
     let Some(u) = l.try_upgradable_read_for(timeout) else {
-        check_timeout(w, "try_upgradable_read_for", start, timeout);
+        w.check_timeout("try_upgradable_read_for", start, timeout);
         return;
     };
     u.enter_upgradable(w, "try_upgradable_read_for");
@@ -220,7 +220,7 @@ pub fn upgrade_timed<R: RawRwLockUpgradeTimed<Duration = Duration>>(l: &Rw<R>, w
             g.exclusive_section(w, "try_upgrade_for");
         }
         Err(u) => {
-            check_timeout(w, "try_upgrade_for", start, timeout);
+            w.check_timeout("try_upgrade_for", start, timeout);
             u.check_consistent(w, "try_upgrade_for (failed)");
             u.exit_upgradable(w, "try_upgrade_for (failed)");
         }

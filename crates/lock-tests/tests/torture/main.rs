@@ -25,10 +25,15 @@
 //! parking_lot's in the same run (a round that never completes is the failure).
 //! Every allocation of this binary goes through a numa-spin lock (`alloc.rs`).
 //!
+//! The locks are those of the registry (`numa_lock_registry::for_each_lock!`):
+//! every `lock_api` lock gets a test `torture::<lock>` whose operations follow its
+//! shape (fair, timed, condvar, reader-writer with upgrades), and the exclusion
+//! model is `lock_tests::model`, shared with the suites and the fuzz target.
+//!
 //! The tests are `#[ignore]`d: run them with
 //!
 //! ```text
-//! TORTURE_SECS=60 cargo test --release -p numa-bench --test torture -- --ignored --nocapture
+//! TORTURE_SECS=60 cargo test --release -p lock-tests --test torture -- --ignored --nocapture
 //! ```
 //!
 //! `TORTURE_SECS` (default 6) is the total budget in seconds, split evenly
@@ -36,20 +41,12 @@
 //! 4 x CPUs, between 8 and 32); `TORTURE_SEED` fixes the PRNG seed. The tests
 //! run one at a time (they share the allocation counter).
 
-#[path = "torture/alloc.rs"]
 mod alloc;
-#[path = "torture/broken.rs"]
 mod broken;
-#[path = "torture/engine.rs"]
 mod engine;
-#[path = "torture/episodes.rs"]
 mod episodes;
-#[path = "torture/mutex_ops.rs"]
 mod mutex_ops;
-#[path = "torture/rwlock_ops.rs"]
 mod rwlock_ops;
-#[path = "torture/shared.rs"]
-mod shared;
 
 use std::sync::{Barrier, LazyLock, Mutex as StdMutex, Once, PoisonError};
 use std::thread;
@@ -57,8 +54,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use alloc::{CountingAlloc, count_this_thread, live};
 use engine::{Op, Target};
+use lock_tests::model::{Shared, TorturePanic};
+use lock_tests::registry::{
+    self, FairMutex, FullRwLock, LockApiVisitor, LockInfo, TimedCondvar, TimedMutex,
+};
 use mutex_ops::{HasMutex, WithCondvar};
-use shared::{Shared, TorturePanic};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -83,7 +83,7 @@ fn env_number(name: &str) -> Option<f64> {
 /// The measured run time of one lock: the total budget over the lock count.
 fn duration_per_lock() -> Duration {
     let total = env_number("TORTURE_SECS").unwrap_or(DEFAULT_SECS);
-    Duration::from_secs_f64(total / TARGET_COUNT as f64)
+    Duration::from_secs_f64(total / registry::lock_api_locks().count() as f64)
 }
 
 fn threads() -> usize {
@@ -230,69 +230,89 @@ fn rw<R: lock_api::RawRwLock>() -> rwlock_ops::Rw<R> {
     lock_api::RwLock::new(Shared::new())
 }
 
-/// Number of `torture_*` tests below (the budget is split over them).
-const TARGET_COUNT: u32 = 6;
+/// Builds the torture target of a registry lock (its operations follow its
+/// shape) and tortures it.
+struct Torture;
 
-#[test]
-#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
-fn torture_parking_lot() {
-    type C = parking_lot::RawCondvar;
-    static T: LazyLock<Target<WithCondvar<C>>> = LazyLock::new(|| {
-        mutex_target(
-            "parking_lot+condvar",
+/// A target for the `'static` worker threads (one per lock per test process).
+fn leak<L>(target: Target<L>) -> &'static Target<L> {
+    Box::leak(Box::new(target))
+}
+
+impl LockApiVisitor for Torture {
+    type Output = ();
+
+    fn fair_mutex<R: FairMutex>(&mut self, lock: &'static LockInfo) {
+        type L<R> = lock_api::Mutex<R, Shared>;
+        torture(leak(mutex_target(
+            lock.name,
+            plain::<R>,
+            vec![mutex_ops::fair_ops::<L<R>>()],
+        )));
+    }
+
+    fn timed_mutex<R: TimedMutex>(&mut self, lock: &'static LockInfo) {
+        type L<R> = lock_api::Mutex<R, Shared>;
+        torture(leak(mutex_target(
+            lock.name,
+            plain::<R>,
+            vec![
+                mutex_ops::fair_ops::<L<R>>(),
+                mutex_ops::timed_ops::<L<R>>(),
+            ],
+        )));
+    }
+
+    fn condvar<C: TimedCondvar>(&mut self, lock: &'static LockInfo) {
+        torture(leak(mutex_target(
+            lock.name,
             with_condvar::<C>,
             vec![
                 mutex_ops::fair_ops(),
                 mutex_ops::timed_ops(),
                 mutex_ops::condvar_ops::<C>(),
             ],
-        )
-    });
-    torture(&T);
+        )));
+    }
+
+    fn rwlock<R: FullRwLock>(&mut self, lock: &'static LockInfo) {
+        torture(leak(Target {
+            name: lock.name,
+            new: rw::<R>,
+            ops: rwlock_ops::all_ops::<R>(),
+            finish: rwlock_ops::finish::<R>,
+        }));
+    }
 }
 
-#[test]
-#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
-fn torture_parking_lot_rw() {
-    type R = parking_lot::RawRwLock;
-    static T: LazyLock<Target<rwlock_ops::Rw<R>>> = LazyLock::new(|| Target {
-        name: "parking_lot-rw",
-        new: rw::<R>,
-        ops: rwlock_ops::all_ops::<R>(),
-        finish: rwlock_ops::finish::<R>,
-    });
-    torture(&T);
+/// Tortures the registry lock `name`.
+fn torture_lock(name: &str) {
+    let lock = registry::lock(name).expect("a registry lock");
+    registry::visit_lock_api(lock, &mut Torture).expect("a lock_api lock");
 }
 
-#[test]
-#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
-fn torture_cst() {
-    type C = cst_mutex::RawCondvar;
-    static T: LazyLock<Target<WithCondvar<C>>> = LazyLock::new(|| {
-        mutex_target(
-            "cst+condvar",
-            with_condvar::<C>,
-            vec![
-                mutex_ops::fair_ops(),
-                mutex_ops::timed_ops(),
-                mutex_ops::condvar_ops::<C>(),
-            ],
-        )
-    });
-    torture(&T);
+/// One `#[ignore]`d test per `lock_api` lock of the registry, `torture::<lock>`.
+macro_rules! torture_tests {
+    ($($id:ident: $name:literal in $krate:literal, $shape:ident($t:ty);)*) => {
+        $(torture_test!($id, $name, $shape);)*
+    };
 }
 
-#[test]
-#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
-fn torture_cst_rw() {
-    type R = cst_mutex::RawRwLock;
-    static T: LazyLock<Target<rwlock_ops::Rw<R>>> = LazyLock::new(|| Target {
-        name: "cst-rw",
-        new: rw::<R>,
-        ops: rwlock_ops::all_ops::<R>(),
-        finish: rwlock_ops::finish::<R>,
-    });
-    torture(&T);
+macro_rules! torture_test {
+    ($id:ident, $name:literal, data_mutex) => {};
+    ($id:ident, $name:literal, data_rwlock) => {};
+    ($id:ident, $name:literal, $shape:ident) => {
+        #[test]
+        #[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
+        fn $id() {
+            super::torture_lock($name);
+        }
+    };
+}
+
+mod torture {
+    registry::for_each_lock!(torture_tests);
+    use lock_tests::registry;
 }
 
 // Self-tests (not ignored, ~1 s): the torture engine catches broken locks.
@@ -359,24 +379,28 @@ fn watchdog_reports_stuck_workers() {
     );
 }
 
-#[test]
-#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
-fn torture_cna() {
-    type R = numa_spin::RawMutex;
-    type L = lock_api::Mutex<R, Shared>;
-    static T: LazyLock<Target<L>> =
-        LazyLock::new(|| mutex_target("cna", plain::<R>, vec![mutex_ops::fair_ops::<L>()]));
-    torture(&T);
+/// Runs the timed-waiter episodes on every timed mutex of the registry.
+struct TimedEpisodes {
+    episodes: u32,
+    seed: u64,
 }
 
-#[test]
-#[ignore = "torture: run with --ignored (TORTURE_SECS sets the total budget)"]
-fn torture_queued() {
-    type R = numa_spin::RawQueuedMutex;
-    type L = lock_api::Mutex<R, Shared>;
-    static T: LazyLock<Target<L>> =
-        LazyLock::new(|| mutex_target("queued", plain::<R>, vec![mutex_ops::fair_ops::<L>()]));
-    torture(&T);
+impl LockApiVisitor for TimedEpisodes {
+    type Output = ();
+
+    fn fair_mutex<R: FairMutex>(&mut self, _: &'static LockInfo) {}
+
+    fn timed_mutex<R: TimedMutex>(&mut self, lock: &'static LockInfo) {
+        if let Err(e) = episodes::timed_waiter_episodes::<R>(self.episodes, self.seed) {
+            panic!("{}: {e}", lock.name);
+        }
+        println!(
+            "timed waiters {}: {} episodes, no waiter stranded",
+            lock.name, self.episodes
+        );
+    }
+
+    fn rwlock<R: FullRwLock>(&mut self, _: &'static LockInfo) {}
 }
 
 /// Timed waiters leaving around the release while a plain waiter is parked,
@@ -385,61 +409,77 @@ fn torture_queued() {
 #[ignore = "torture: run with --ignored"]
 fn torture_timed_waiters_beside_plain_lockers() {
     let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
-    const EPISODES: u32 = 1000;
     let seed = seed();
     println!("timed waiters: seed {seed} (TORTURE_SEED)");
-    for (name, run) in [
-        (
-            "cst",
-            episodes::timed_waiter_episodes::<cst_mutex::RawMutex> as fn(u32, u64) -> _,
-        ),
-        (
-            "parking_lot",
-            episodes::timed_waiter_episodes::<parking_lot::RawMutex>,
-        ),
-    ] {
-        if let Err(e) = run(EPISODES, seed) {
-            panic!("{name}: {e}");
-        }
-        println!("timed waiters {name}: {EPISODES} episodes, no waiter stranded");
+    let mut v = TimedEpisodes {
+        episodes: 1000,
+        seed,
+    };
+    for lock in registry::lock_api_locks() {
+        registry::visit_lock_api(lock, &mut v);
     }
 }
 
-/// `notify_all` storms against a hammered mutex: notify-to-owner latency of
-/// cst's condvar beside parking_lot's, in the same run.
-#[test]
-#[ignore = "torture: run with --ignored"]
-fn torture_notify_all_storm() {
-    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
-    let hammers = threads().max(16);
-    let (waiters, rounds) = (8, 40);
-    let mut p99 = Vec::new();
-    println!(
-        "notify_all storm: {waiters} waiters x {rounds} rounds, {hammers} hammering threads; \
-         notify-to-owner latency"
-    );
-    for (name, run) in [
-        (
-            "cst",
-            episodes::notify_all_storm::<cst_mutex::RawCondvar> as fn(usize, usize, u32) -> _,
-        ),
-        (
-            "parking_lot",
-            episodes::notify_all_storm::<parking_lot::RawCondvar>,
-        ),
-    ] {
-        let report = run(waiters, hammers, rounds).unwrap_or_else(|e| panic!("{name}: {e}"));
+/// A `notify_all` storm on every condvar of the registry.
+struct Storm {
+    waiters: usize,
+    hammers: usize,
+    rounds: u32,
+}
+
+impl LockApiVisitor for Storm {
+    /// The lock's p99 notify-to-owner latency, for condvars.
+    type Output = Option<Duration>;
+
+    fn fair_mutex<R: FairMutex>(&mut self, _: &'static LockInfo) -> Option<Duration> {
+        None
+    }
+
+    fn condvar<C: TimedCondvar>(&mut self, lock: &'static LockInfo) -> Option<Duration> {
+        let report = episodes::notify_all_storm::<C>(self.waiters, self.hammers, self.rounds)
+            .unwrap_or_else(|e| panic!("{}: {e}", lock.name));
         println!(
-            "  {name:12} p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  ({} hammer ops)",
+            "  {:14} p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  ({} hammer ops)",
+            lock.name,
             report.quantile(0.5),
             report.quantile(0.99),
             report.quantile(1.0),
             report.hammer_ops
         );
-        p99.push(report.quantile(0.99));
+        Some(report.quantile(0.99))
     }
+
+    fn rwlock<R: FullRwLock>(&mut self, _: &'static LockInfo) -> Option<Duration> {
+        None
+    }
+}
+
+/// `notify_all` storms against a hammered mutex: notify-to-owner latency of
+/// every condvar of the registry (cst's beside parking_lot's), in the same run.
+#[test]
+#[ignore = "torture: run with --ignored"]
+fn torture_notify_all_storm() {
+    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut v = Storm {
+        waiters: 8,
+        hammers: threads().max(16),
+        rounds: 40,
+    };
     println!(
-        "  p99 ratio cst / parking_lot: {:.2}",
-        p99[0].as_secs_f64() / p99[1].as_secs_f64().max(1e-9)
+        "notify_all storm: {} waiters x {} rounds, {} hammering threads; \
+         notify-to-owner latency",
+        v.waiters, v.rounds, v.hammers
     );
+    let p99: Vec<(&str, Duration)> = registry::lock_api_locks()
+        .filter_map(|l| Some((l.name, registry::visit_lock_api(l, &mut v)??)))
+        .collect();
+    let baseline = p99.iter().find(|(n, _)| *n == "parking_lot").map(|p| p.1);
+    for (name, p) in &p99 {
+        if let Some(b) = baseline.filter(|_| *name != "parking_lot") {
+            println!(
+                "  p99 ratio {name} / parking_lot: {:.2}",
+                p.as_secs_f64() / b.as_secs_f64().max(1e-9)
+            );
+        }
+    }
 }
