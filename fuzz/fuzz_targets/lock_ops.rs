@@ -3,9 +3,12 @@
 //! lock must allow.
 //!
 //! # Input format
-//! * byte 0: the lock (`% 6`): numa-spin CNA, numa-spin queued, cst-mutex
-//!   `Mutex` + `Condvar`, cst-mutex `RwLock`, and parking_lot's `Mutex` +
-//!   `Condvar` and `RwLock` as baselines for the harness itself;
+//! * byte 0: the lock, `byte % n` among the `n` `lock_api` locks of the
+//!   registry (`numa_lock_registry::for_each_lock!`) in registry order:
+//!   numa-spin's `cna` and `queued`, cst-mutex's `cst` (`Mutex` + `Condvar`) and
+//!   `cst-rw`, and parking_lot's `parking_lot` and `parking_lot-rw` as baselines
+//!   for the harness itself. The operations follow the lock's shape (timed or
+//!   not, condvar or not, reader-writer);
 //! * byte 1: thread count, `2 + byte % 3`;
 //! * every further byte is one operation; byte `i` goes to thread `i % n`
 //!   (at most [`MAX_OPS_PER_THREAD`] per thread). Its low 5 bits pick the
@@ -15,8 +18,8 @@
 //!   `p` yields).
 //!
 //! # The model
-//! The protected structure and its checks are the torture test's
-//! (`benches/tests/torture/shared.rs`): no two exclusive holders, no reader or
+//! The protected structure and its checks are `lock_tests::model`, shared with
+//! the suites and the torture test: no two exclusive holders, no reader or
 //! upgradable holder beside a writer, at most one upgradable holder, the words
 //! never torn, and at the end every thread's updates present and the lock free.
 //! A failed timed acquisition must not return before its timeout.
@@ -29,21 +32,19 @@
 //! ends; a lock that deadlocks shows up as a libFuzzer timeout.
 #![no_main]
 
-#[allow(dead_code)]
-#[path = "../../benches/tests/torture/shared.rs"]
-mod shared;
-
 use std::marker::PhantomData;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use lock_api::{
-    Condvar, Mutex, MutexGuard, RawCondvarTimed, RawMutex, RawMutexFair, RawMutexTimed,
-    RawRwLockUpgradeDowngrade, RawRwLockUpgradeFair, RawRwLockUpgradeTimed, RwLock,
-    RwLockReadGuard, RwLockUpgradableReadGuard, RwLockWriteGuard,
+    Condvar, Mutex, MutexGuard, RawRwLockUpgradeDowngrade, RwLock, RwLockReadGuard,
+    RwLockUpgradableReadGuard, RwLockWriteGuard,
 };
-use shared::{Checker, Shared, Worker};
+use lock_tests::model::{Checker, Shared, Worker};
+use lock_tests::registry::{
+    self, FairMutex, FullRwLock, LockApiVisitor, LockInfo, TimedCondvar, TimedMutex,
+};
 
 /// Upper bound on one thread's program.
 const MAX_OPS_PER_THREAD: usize = 64;
@@ -60,27 +61,35 @@ fuzz_target!(|data: &[u8]| {
             p.push(b);
         }
     }
-    match data[0] % 6 {
-        0 => run_mutex(
-            &MutexUnderTest::<NoCondvar<numa_spin::RawMutex>>::new(),
-            &programs,
-        ),
-        1 => run_mutex(
-            &MutexUnderTest::<NoCondvar<numa_spin::RawQueuedMutex>>::new(),
-            &programs,
-        ),
-        2 => run_mutex(
-            &MutexUnderTest::<WithCondvar<cst_mutex::RawCondvar>>::new(),
-            &programs,
-        ),
-        3 => run_rwlock::<cst_mutex::RawRwLock>(&programs),
-        4 => run_mutex(
-            &MutexUnderTest::<WithCondvar<parking_lot::RawCondvar>>::new(),
-            &programs,
-        ),
-        _ => run_rwlock::<parking_lot::RawRwLock>(&programs),
-    }
+    let count = registry::lock_api_locks().count();
+    let lock = registry::lock_api_locks()
+        .nth(usize::from(data[0]) % count)
+        .expect("index below the count");
+    registry::visit_lock_api(lock, &mut Run(&programs));
 });
+
+/// Runs the programs against a fresh lock of the visited registry lock.
+struct Run<'a>(&'a [Vec<u8>]);
+
+impl LockApiVisitor for Run<'_> {
+    type Output = ();
+
+    fn fair_mutex<R: FairMutex>(&mut self, lock: &'static LockInfo) {
+        run_mutex(lock, &MutexUnderTest::<Untimed<R>>::new(), self.0);
+    }
+
+    fn timed_mutex<R: TimedMutex>(&mut self, lock: &'static LockInfo) {
+        run_mutex(lock, &MutexUnderTest::<Timed<R>>::new(), self.0);
+    }
+
+    fn condvar<C: TimedCondvar>(&mut self, lock: &'static LockInfo) {
+        run_mutex(lock, &MutexUnderTest::<WithCondvar<C>>::new(), self.0);
+    }
+
+    fn rwlock<R: FullRwLock>(&mut self, lock: &'static LockInfo) {
+        run_rwlock::<R>(lock, self.0);
+    }
+}
 
 /// The parameter of an operation byte as a duration of `p x unit_us` us.
 fn micros(p: u8, unit_us: u64) -> Duration {
@@ -95,16 +104,6 @@ fn pause(p: u8) {
         for _ in 0..p {
             thread::yield_now();
         }
-    }
-}
-
-/// A failed timed acquisition must not return before its timeout.
-fn check_timeout(w: &Worker<'_>, what: &str, start: Instant, timeout: Duration) {
-    let waited = start.elapsed();
-    if waited < timeout {
-        w.violation(format_args!(
-            "{what}: gave up after {waited:?} < timeout {timeout:?}"
-        ));
     }
 }
 
@@ -151,75 +150,85 @@ fn run_threads(
 /// What a mutex under test offers beyond `RawMutex + RawMutexFair`.
 trait MutexKind: Sync + Sized {
     /// The raw mutex.
-    type R: RawMutex + RawMutexFair + Send + Sync;
-    /// Label in failure messages.
-    fn name() -> &'static str;
+    type R: FairMutex;
     fn new() -> Self;
     /// `try_lock_for` if the lock is timed, else `try_lock`.
     fn try_lock_for<'a>(
         m: &'a Mutex<Self::R, Shared>,
-        w: &Worker<'_>,
+        w: &mut Worker<'_>,
         timeout: Duration,
     ) -> Option<MutexGuard<'a, Self::R, Shared>>;
     /// A condvar wait with a timeout if there is a condvar, else the guard is
     /// unlocked for the timeout (`MutexGuard::unlocked`).
-    fn wait_for(&self, g: &mut MutexGuard<'_, Self::R, Shared>, timeout: Duration);
+    fn wait_for(&self, g: &mut MutexGuard<'_, Self::R, Shared>, timeout: Duration) {
+        MutexGuard::unlocked(g, || thread::sleep(timeout));
+    }
     /// `notify_one` / `notify_all` if there is a condvar.
-    fn notify(&self, all: bool);
+    fn notify(&self, _all: bool) {}
 }
 
-/// A mutex without timed locking or condvar (the numa-spin locks).
-struct NoCondvar<R>(PhantomData<fn() -> R>);
-
-impl<R: RawMutex + RawMutexFair + Send + Sync> MutexKind for NoCondvar<R> {
-    type R = R;
-    fn name() -> &'static str {
-        std::any::type_name::<R>()
+/// `try_lock_for` on a timed mutex; a failure must not come early.
+fn timed_try_lock_for<'a, R: TimedMutex>(
+    m: &'a Mutex<R, Shared>,
+    w: &mut Worker<'_>,
+    timeout: Duration,
+) -> Option<MutexGuard<'a, R, Shared>> {
+    let start = Instant::now();
+    let g = m.try_lock_for(timeout);
+    if g.is_none() {
+        w.check_timeout("try_lock_for", start, timeout);
     }
+    g
+}
+
+/// A mutex without timed locking or condvar (shape `fair_mutex`).
+struct Untimed<R>(PhantomData<fn() -> R>);
+
+impl<R: FairMutex> MutexKind for Untimed<R> {
+    type R = R;
     fn new() -> Self {
-        NoCondvar(PhantomData)
+        Untimed(PhantomData)
     }
     fn try_lock_for<'a>(
         m: &'a Mutex<R, Shared>,
-        _: &Worker<'_>,
+        _: &mut Worker<'_>,
         _: Duration,
     ) -> Option<MutexGuard<'a, R, Shared>> {
         m.try_lock()
     }
-    fn wait_for(&self, g: &mut MutexGuard<'_, R, Shared>, timeout: Duration) {
-        MutexGuard::unlocked(g, || thread::sleep(timeout));
-    }
-    fn notify(&self, _: bool) {}
 }
 
-/// A timed mutex with a condvar bound to it.
-struct WithCondvar<C: RawCondvarTimed>(Condvar<C>)
-where
-    C::RawMutex: RawMutexTimed;
+/// A timed mutex without condvar (shape `timed_mutex`).
+struct Timed<R>(PhantomData<fn() -> R>);
 
-impl<C> MutexKind for WithCondvar<C>
-where
-    C: RawCondvarTimed + Sync,
-    C::RawMutex: RawMutexTimed<Duration = Duration> + RawMutexFair + Send + Sync,
-{
-    type R = C::RawMutex;
-    fn name() -> &'static str {
-        std::any::type_name::<C>()
+impl<R: TimedMutex> MutexKind for Timed<R> {
+    type R = R;
+    fn new() -> Self {
+        Timed(PhantomData)
     }
+    fn try_lock_for<'a>(
+        m: &'a Mutex<R, Shared>,
+        w: &mut Worker<'_>,
+        timeout: Duration,
+    ) -> Option<MutexGuard<'a, R, Shared>> {
+        timed_try_lock_for(m, w, timeout)
+    }
+}
+
+/// A timed mutex with a condvar bound to it (shape `condvar`).
+struct WithCondvar<C: TimedCondvar>(Condvar<C>);
+
+impl<C: TimedCondvar> MutexKind for WithCondvar<C> {
+    type R = C::RawMutex;
     fn new() -> Self {
         WithCondvar(Condvar::new())
     }
     fn try_lock_for<'a>(
         m: &'a Mutex<C::RawMutex, Shared>,
-        w: &Worker<'_>,
+        w: &mut Worker<'_>,
         timeout: Duration,
     ) -> Option<MutexGuard<'a, C::RawMutex, Shared>> {
-        let start = Instant::now();
-        let g = m.try_lock_for(timeout);
-        if g.is_none() {
-            check_timeout(w, "try_lock_for", start, timeout);
-        }
-        g
+        timed_try_lock_for(m, w, timeout)
     }
     fn wait_for(&self, g: &mut MutexGuard<'_, C::RawMutex, Shared>, timeout: Duration) {
         self.0.wait_for(g, timeout);
@@ -248,7 +257,7 @@ impl<K: MutexKind> MutexUnderTest<K> {
 }
 
 /// Runs the mutex programs, then checks the lock is free and no update was lost.
-fn run_mutex<K: MutexKind>(l: &MutexUnderTest<K>, programs: &[Vec<u8>]) {
+fn run_mutex<K: MutexKind>(lock: &LockInfo, l: &MutexUnderTest<K>, programs: &[Vec<u8>]) {
     let checker = Checker::new();
     let total = run_threads(&checker, programs, |w, prog| mutex_program(l, w, prog));
     let final_worker = Worker::new(programs.len() + 1, 0, &checker);
@@ -262,7 +271,7 @@ fn run_mutex<K: MutexKind>(l: &MutexUnderTest<K>, programs: &[Vec<u8>]) {
         None => final_worker.violation(format_args!("lock held after every thread finished")),
     }
     numa_topology::set_current_thread_node(None);
-    report(K::name(), &checker);
+    report(lock.name, &checker);
 }
 
 fn mutex_program<K: MutexKind>(l: &MutexUnderTest<K>, w: &mut Worker<'_>, prog: &[u8]) {
@@ -340,14 +349,7 @@ enum Held<'a, R: RawRwLockUpgradeDowngrade> {
 
 /// Runs the reader-writer programs, then checks the lock is free and no
 /// update was lost.
-fn run_rwlock<R>(programs: &[Vec<u8>])
-where
-    R: RawRwLockUpgradeFair
-        + RawRwLockUpgradeDowngrade
-        + RawRwLockUpgradeTimed<Duration = Duration>
-        + Send
-        + Sync,
-{
+fn run_rwlock<R: FullRwLock>(lock: &LockInfo, programs: &[Vec<u8>]) {
     let l = RwLock::<R, Shared>::new(Shared::new());
     let checker = Checker::new();
     let total = run_threads(&checker, programs, |w, prog| rwlock_program(&l, w, prog));
@@ -362,15 +364,10 @@ where
         None => final_worker.violation(format_args!("lock held after every thread finished")),
     }
     numa_topology::set_current_thread_node(None);
-    report(std::any::type_name::<R>(), &checker);
+    report(lock.name, &checker);
 }
 
-fn rwlock_program<R>(l: &RwLock<R, Shared>, w: &mut Worker<'_>, prog: &[u8])
-where
-    R: RawRwLockUpgradeFair
-        + RawRwLockUpgradeDowngrade
-        + RawRwLockUpgradeTimed<Duration = Duration>,
-{
+fn rwlock_program<R: FullRwLock>(l: &RwLock<R, Shared>, w: &mut Worker<'_>, prog: &[u8]) {
     let mut held = Held::No;
     for &b in prog {
         let (op, p) = (b & 31, b >> 5);
@@ -386,18 +383,18 @@ where
                     4 => l.try_read().map(Held::Sh),
                     5 => l.try_upgradable_read().map(Held::Up),
                     6 => l.try_write_for(timeout).map(Held::Ex).or_else(|| {
-                        check_timeout(w, "try_write_for", start, timeout);
+                        w.check_timeout("try_write_for", start, timeout);
                         None
                     }),
                     7 => l.try_read_for(timeout).map(Held::Sh).or_else(|| {
-                        check_timeout(w, "try_read_for", start, timeout);
+                        w.check_timeout("try_read_for", start, timeout);
                         None
                     }),
                     8 => l
                         .try_upgradable_read_for(timeout)
                         .map(Held::Up)
                         .or_else(|| {
-                            check_timeout(w, "try_upgradable_read_for", start, timeout);
+                            w.check_timeout("try_upgradable_read_for", start, timeout);
                             None
                         }),
                     _ => {
@@ -526,7 +523,7 @@ where
                             Held::Ex(g)
                         }
                         Err(u) => {
-                            check_timeout(w, "try_upgrade_for", start, timeout);
+                            w.check_timeout("try_upgrade_for", start, timeout);
                             Held::Up(u)
                         }
                     }

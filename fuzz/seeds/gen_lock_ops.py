@@ -1,14 +1,25 @@
 #!/usr/bin/env python3
 """Regenerates fuzz/seeds/lock_ops/: hand-written lock_ops programs.
 
-Input format (see fuzz_targets/lock_ops.rs): byte 0 = lock kind, byte 1 =
-threads - 2, then byte i is an operation of thread i % n: low 5 bits pick the
-operation valid in the thread's state, high 3 bits are its parameter.
+Input format (see fuzz_targets/lock_ops.rs): byte 0 = lock (index among the
+lock_api locks of the registry), byte 1 = threads - 2, then byte i is an
+operation of thread i % n: low 5 bits pick the operation valid in the thread's
+state, high 3 bits are its parameter.
+
+The locks and their order are read from the registry
+(crates/lock-registry/src/lib.rs, `for_each_lock!`), so run this after adding a
+lock: it writes seeds for every lock and rewrites byte 0 of the committed
+regressions (regressions/lock_ops/<lock name>-*) to their lock's index.
 """
 import os
+import re
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lock_ops")
-NAMES = ["cna", "queued", "cst", "cst_rw", "parking_lot", "parking_lot_rw"]
+FUZZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.join(FUZZ, "seeds", "lock_ops")
+REGISTRY = os.path.join(FUZZ, "..", "crates", "lock-registry", "src", "lib.rs")
+LINE = re.compile(r'^\s*\w+:\s*"([^"]+)"\s+in\s+"[^"]+",\s*(\w+)\(', re.M)
+LOCKS = [(n, s) for n, s in LINE.findall(open(REGISTRY).read()) if not s.startswith("data_")]
+assert LOCKS, "no lock found in the registry"
 
 
 def op(code, p=0):
@@ -57,9 +68,21 @@ RWLOCK = {
     "fair": [f_ops, f_ops, r_basic * 2, w_down],
 }
 
-for kind, programs in [(0, MUTEX), (1, MUTEX), (2, MUTEX), (4, MUTEX), (3, RWLOCK), (5, RWLOCK)]:
+for f in os.listdir(HERE):
+    os.remove(os.path.join(HERE, f))
+for kind, (lock, shape) in enumerate(LOCKS):
+    programs = RWLOCK if shape == "rwlock" else MUTEX
     idle = op(4) if programs is MUTEX else op(9)
     for name, progs in programs.items():
         data = bytes([kind, len(progs) - 2]) + interleave(progs, idle)
-        with open(os.path.join(HERE, f"{NAMES[kind]}-{name}"), "wb") as f:
+        with open(os.path.join(HERE, f"{lock}-{name}"), "wb") as f:
             f.write(data)
+
+REGRESSIONS = os.path.join(FUZZ, "regressions", "lock_ops")
+by_length = sorted(enumerate(LOCKS), key=lambda e: -len(e[1][0]))
+for f in sorted(os.listdir(REGRESSIONS)):
+    kind = next(k for k, (lock, _) in by_length if f.startswith(lock + "-"))
+    path = os.path.join(REGRESSIONS, f)
+    data = bytearray(open(path, "rb").read())
+    data[0] = kind
+    open(path, "wb").write(bytes(data))
