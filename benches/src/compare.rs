@@ -2,12 +2,15 @@
 //!
 //! Locks `cna`, `queued`, `cst`, `parking_lot`, `std`; workloads `locktorture` and
 //! `kv`; thread counts 1, 2, CPUs, 4x and 16x CPUs (deduplicated); on a one-node
-//! machine the threads are spread over 2 virtual nodes. The per-point window is
-//! the time budget (150 s, `--quick` 14 s) divided by the number of points,
-//! clamped to 0.25-5 s (`--quick`: 0.05-1 s), so the whole suite stays within
-//! about 3 minutes (`--quick` about 20 s) whatever the machine. Writes
-//! `points.json`, `points.csv`, `table.txt` and two SVG plots per workload into the
-//! output directory.
+//! machine the threads are spread over 2 virtual nodes. Every point runs
+//! `--repeat` times (default 3), interleaved: the whole plan once, then again, so a
+//! slow drift of a shared machine hits every lock alike; each point reports the
+//! median and the min-max of the runs ([`summarise_repeats`]). The per-run window
+//! is the time budget (150 s, `--quick` 14 s) divided by the number of runs
+//! (points x repeats), clamped to 0.25-5 s (`--quick`: 0.05-1 s), so the whole
+//! suite stays within about 3 minutes (`--quick` about 20 s) whatever the machine.
+//! Writes `points.json`, `points.csv`, `table.txt` and two SVG plots per workload
+//! (medians with min-max error bars) into the output directory.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -19,7 +22,7 @@ use crate::BenchError;
 use crate::harness::{RunConfig, WorkloadSpec, run_point};
 use crate::locks::LockName;
 use crate::machine::{Machine, Placement};
-use crate::metrics::{Point, to_csv};
+use crate::metrics::{Point, summarise_repeats, to_csv};
 use crate::plot::plot_metric;
 use crate::report::{Conditions, table};
 use crate::workloads::WorkloadName;
@@ -40,14 +43,17 @@ pub const DEFAULT_WORKLOADS: [WorkloadName; 2] = [WorkloadName::Locktorture, Wor
 pub const FULL_BUDGET_S: f64 = 150.0;
 /// Time budget of `--quick`, s.
 pub const QUICK_BUDGET_S: f64 = 14.0;
+/// Runs per point unless `--repeat` says otherwise.
+pub const DEFAULT_REPEAT: usize = 3;
 
 /// Options of `compare`.
 #[derive(Clone, Debug)]
 pub struct CompareOptions {
     /// Locks (default [`DEFAULT_LOCKS`]).
     pub locks: Vec<LockName>,
-    /// Workloads (default [`DEFAULT_WORKLOADS`]).
-    pub workloads: Vec<WorkloadName>,
+    /// Workloads with their parameters (default [`DEFAULT_WORKLOADS`] with
+    /// [`WorkloadSpec::default_for`]).
+    pub workloads: Vec<WorkloadSpec>,
     /// Thread counts (default [`default_threads`]).
     pub threads: Vec<usize>,
     /// Window per point; `None` = from the budget.
@@ -64,6 +70,12 @@ pub struct CompareOptions {
     pub latency_sample_every: u64,
     /// Show the progress bar on stderr.
     pub progress: bool,
+    /// Runs per point (>= 1), interleaved.
+    pub repeat: usize,
+    /// CPU-bound threads that never take the lock, beside every run (`--hog`).
+    pub hog_threads: usize,
+    /// Measure idle-while-waited gaps (`--idle-gaps`).
+    pub idle_gaps: bool,
 }
 
 /// Thread counts 1, 2, `cpus`, 4x and 16x `cpus`, sorted, deduplicated.
@@ -75,7 +87,7 @@ pub fn default_threads(cpus: usize) -> Vec<usize> {
     t
 }
 
-/// The per-point window for `points` points.
+/// The per-run window for `points` runs (points x repeats).
 pub fn point_duration(points: usize, quick: bool) -> Duration {
     let (budget, lo, hi) = if quick {
         (QUICK_BUDGET_S, 0.05, 1.0)
@@ -112,7 +124,8 @@ pub fn utc_timestamp(since_epoch: Duration) -> String {
 pub struct CompareResult {
     /// The conditions (machine, nodes, cost model).
     pub conditions: Conditions,
-    /// Every point, in run order (workload, threads, lock).
+    /// Every point, in plan order (workload, threads, lock), each the summary of
+    /// its repeats.
     pub points: Vec<Point>,
     /// Where the files went.
     #[serde(skip)]
@@ -129,20 +142,29 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
 /// Runs the suite and writes its files.
 ///
 /// # Errors
-/// [`BenchError::InvalidArg`] for an empty lock, workload or thread list or a
-/// lock that cannot run a workload; [`BenchError::Io`] / [`BenchError::Plot`] when
+/// [`BenchError::InvalidArg`] for an empty lock, workload or thread list or 0
+/// repeats; [`BenchError::WrongLockKind`] for a lock that cannot run a workload; [`BenchError::Io`] / [`BenchError::Plot`] when
 /// the output cannot be written; errors of [`run_point`].
 pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
     for (what, empty) in [
         ("--locks", opts.locks.is_empty()),
         ("--workloads", opts.workloads.is_empty()),
         ("--threads", opts.threads.is_empty()),
+        ("--repeat", opts.repeat == 0),
     ] {
         if empty {
             return Err(BenchError::InvalidArg {
                 what,
-                value: String::new(),
-                reason: "the list is empty".into(),
+                value: if what == "--repeat" {
+                    "0".into()
+                } else {
+                    String::new()
+                },
+                reason: if what == "--repeat" {
+                    "needs at least 1 run per point".into()
+                } else {
+                    "the list is empty".into()
+                },
             });
         }
     }
@@ -159,20 +181,20 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
     for &w in &opts.workloads {
         for &t in &opts.threads {
             for &l in &opts.locks {
-                if l.is_rwlock() != (w == WorkloadName::RwLock) {
+                if l.is_rwlock() != (w.name() == WorkloadName::RwLock) {
                     return Err(BenchError::WrongLockKind {
                         lock: l,
-                        workload: w,
+                        workload: w.name(),
                     });
                 }
                 plan.push((w, t, l));
             }
         }
     }
-    let n_points = plan.len();
+    let n_runs = plan.len() * opts.repeat;
     let duration = opts
         .duration
-        .unwrap_or_else(|| point_duration(n_points, opts.quick));
+        .unwrap_or_else(|| point_duration(n_runs, opts.quick));
     let out_dir = match &opts.out {
         Some(d) => d.clone(),
         None => Path::new("results").join(utc_timestamp(
@@ -194,9 +216,13 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         max_loadavg_1m: None,
         latency_sample_every: opts.latency_sample_every,
         latency_clock_overhead_ns: 0,
+        repeat: opts.repeat,
+        hog_threads: opts.hog_threads,
+        idle_gaps: opts.idle_gaps,
+        workloads: workload_lines(&opts.workloads),
     };
     let bar = if opts.progress {
-        ProgressBar::new(n_points as u64)
+        ProgressBar::new(n_runs as u64)
     } else {
         ProgressBar::hidden()
     };
@@ -205,23 +231,35 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
             .expect("constant template")
             .progress_chars("=> "),
     );
-    let mut points = Vec::with_capacity(n_points);
-    for &(w, t, l) in &plan {
-        bar.set_message(format!("{w} {l} {t} threads"));
-        let cfg = RunConfig {
-            lock: l,
-            workload: WorkloadSpec::default_for(w),
-            threads: t,
-            duration,
-            placement: placement.clone(),
-            remote_penalty_ns: opts.remote_penalty_ns,
-            latency_sample_every: opts.latency_sample_every,
-            machine: machine.clone(),
-        };
-        points.push(run_point(&cfg)?);
-        bar.inc(1);
+    // Interleaved repeats: round r runs every point of the plan once.
+    let mut runs: Vec<Vec<Point>> = vec![Vec::with_capacity(opts.repeat); plan.len()];
+    for (round, i) in run_order(plan.len(), opts.repeat) {
+        let (w, t, l) = plan[i];
+        {
+            bar.set_message(format!(
+                "{} {l} {t} threads, run {}/{}",
+                w.name(),
+                round + 1,
+                opts.repeat
+            ));
+            let cfg = RunConfig {
+                lock: l,
+                workload: w,
+                threads: t,
+                duration,
+                placement: placement.clone(),
+                remote_penalty_ns: opts.remote_penalty_ns,
+                latency_sample_every: opts.latency_sample_every,
+                machine: machine.clone(),
+                hog_threads: opts.hog_threads,
+                idle_gaps: opts.idle_gaps,
+            };
+            runs[i].push(run_point(&cfg)?);
+            bar.inc(1);
+        }
     }
     bar.finish_and_clear();
+    let points: Vec<Point> = runs.into_iter().map(summarise_repeats).collect();
     let mut conditions = conditions;
     conditions.max_loadavg_1m = points
         .iter()
@@ -235,8 +273,24 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         points,
         out_dir,
     };
-    write_outputs(&result, &opts.workloads)?;
+    let names: Vec<WorkloadName> = opts.workloads.iter().map(WorkloadSpec::name).collect();
+    write_outputs(&result, &names)?;
     Ok(result)
+}
+
+/// The order runs happen in, as `(round, point index)`: every point once (round
+/// 0), then every point again, and so on, so that slow drifts of a shared machine
+/// hit every lock alike and repeat `r` of neighbouring points ran close in time.
+pub fn run_order(points: usize, repeat: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..repeat).flat_map(move |r| (0..points).map(move |i| (r, i)))
+}
+
+/// `name: params` for each workload, for the header.
+fn workload_lines(specs: &[WorkloadSpec]) -> Vec<String> {
+    specs
+        .iter()
+        .map(|w| format!("{}: {}", w.name(), w.params()))
+        .collect()
 }
 
 /// The table as printed: the conditions header, then the rows.
@@ -257,25 +311,38 @@ fn write_outputs(r: &CompareResult, workloads: &[WorkloadName]) -> Result<(), Be
     } else {
         format!(", {} nodes", r.conditions.nodes)
     };
+    let mut extra = String::new();
+    if r.conditions.hog_threads > 0 {
+        extra += &format!(", {} hog", r.conditions.hog_threads);
+    }
+    if r.conditions.repeat > 1 {
+        extra += &format!(", median of {}, min-max bars", r.conditions.repeat);
+    }
     for w in workloads {
         plot_metric(
             &r.out_dir.join(format!("{w}_throughput.svg")),
             &r.points,
             w.as_str(),
-            &format!("{w}: throughput ({}{label})", r.conditions.machine),
+            &format!("{w}: throughput ({}{label}{extra})", r.conditions.machine),
             "ops/us (all threads)",
-            |p| p.throughput_ops_per_us,
+            |p| {
+                let r = p.spread_or_single().throughput_ops_per_us;
+                (p.throughput_ops_per_us, r.min, r.max)
+            },
         )?;
         plot_metric(
             &r.out_dir.join(format!("{w}_fairness.svg")),
             &r.points,
             w.as_str(),
             &format!(
-                "{w}: fairness factor, 0.5 = fair ({}{label})",
+                "{w}: fairness factor, 0.5 = fair ({}{label}{extra})",
                 r.conditions.machine
             ),
             "share of ops by busier half",
-            |p| p.fairness_factor,
+            |p| {
+                let r = p.spread_or_single().fairness_factor;
+                (p.fairness_factor, r.min, r.max)
+            },
         )?;
     }
     Ok(())
@@ -304,6 +371,13 @@ mod tests {
     }
 
     #[test]
+    fn repeats_are_interleaved() {
+        let order: Vec<_> = run_order(3, 2).collect();
+        assert_eq!(order, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]);
+        assert_eq!(run_order(0, 3).count(), 0);
+    }
+
+    #[test]
     fn timestamps_are_utc_civil_dates() {
         assert_eq!(utc_timestamp(Duration::ZERO), "19700101T000000Z");
         // 2026-11-22 07:54:05 UTC
@@ -324,7 +398,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("numa-bench-cmp-{}", std::process::id()));
         let opts = CompareOptions {
             locks: vec![LockName::ParkingLot, LockName::Std],
-            workloads: vec![WorkloadName::Locktorture],
+            workloads: vec![WorkloadSpec::default_for(WorkloadName::Locktorture)],
             threads: vec![1, 2],
             duration: Some(Duration::from_millis(30)),
             quick: true,
@@ -333,6 +407,9 @@ mod tests {
             remote_penalty_ns: 0,
             latency_sample_every: 16,
             progress: false,
+            repeat: 2,
+            hog_threads: 1,
+            idle_gaps: false,
         };
         let r = run_compare(&opts).unwrap();
         assert_eq!(r.points.len(), 4);
@@ -351,6 +428,24 @@ mod tests {
                 .unwrap();
         assert_eq!(json["points"].as_array().unwrap().len(), 4);
         assert_eq!(json["conditions"]["virtual"], true);
+        assert_eq!(json["conditions"]["repeat"], 2);
+        assert_eq!(json["conditions"]["hog_threads"], 1);
+        for p in json["points"].as_array().unwrap() {
+            assert_eq!(p["repeats"], 2);
+            assert_eq!(p["hog_threads"], 1);
+            assert_eq!(p["raw_repeats"].as_array().unwrap().len(), 2);
+            let (lo, hi) = (
+                p["spread"]["throughput_ops_per_us"]["min"]
+                    .as_f64()
+                    .unwrap(),
+                p["spread"]["throughput_ops_per_us"]["max"]
+                    .as_f64()
+                    .unwrap(),
+            );
+            let med = p["throughput_ops_per_us"].as_f64().unwrap();
+            assert!(lo <= med && med <= hi, "{lo} {med} {hi}");
+        }
+        assert!(r.points.iter().all(|p| p.raw_repeats.len() == 2));
         let csv = std::fs::read_to_string(dir.join("points.csv")).unwrap();
         assert_eq!(csv.lines().count(), 5);
         assert!(render(&r).contains("VIRTUAL"));
@@ -361,7 +456,7 @@ mod tests {
     fn compare_rejects_mismatched_and_empty_lists() {
         let mut opts = CompareOptions {
             locks: vec![LockName::Std],
-            workloads: vec![WorkloadName::RwLock],
+            workloads: vec![WorkloadSpec::default_for(WorkloadName::RwLock)],
             threads: vec![1],
             duration: Some(Duration::from_millis(1)),
             quick: true,
@@ -370,11 +465,24 @@ mod tests {
             remote_penalty_ns: 0,
             latency_sample_every: 16,
             progress: false,
+            repeat: 2,
+            hog_threads: 1,
+            idle_gaps: false,
         };
         assert!(matches!(
             run_compare(&opts),
             Err(BenchError::WrongLockKind { .. })
         ));
+        opts.repeat = 0;
+        opts.workloads = vec![WorkloadSpec::default_for(WorkloadName::Kv)];
+        assert!(matches!(
+            run_compare(&opts),
+            Err(BenchError::InvalidArg {
+                what: "--repeat",
+                ..
+            })
+        ));
+        opts.repeat = 1;
         opts.threads.clear();
         assert!(matches!(
             run_compare(&opts),

@@ -25,11 +25,33 @@
 //!   well; `max` is the largest *sampled* value.
 //! - CPU time is `getrusage(RUSAGE_SELF)` from the window start until every worker
 //!   has exited, divided by the operations counted.
+//! - `--hog N` (`hog_threads`) starts N more threads that pass the same start
+//!   barrier and spin on a private counter until the stop flag, never touching the
+//!   lock or any line the workers write: another tenant on the CPUs, or a vCPU the
+//!   hypervisor preempts. They are not bound to any node. Their own CPU time
+//!   (`CLOCK_THREAD_CPUTIME_ID`) is subtracted from the process CPU time, so
+//!   `cpu_ns_per_op` stays the workers' cost.
+//! - `--idle-gaps` (`idle_gaps`, mutex workloads) measures the longest time the
+//!   lock was free while a thread waited for it (`idle_while_waited_max_ns`: a
+//!   FIFO hand-off to a descheduled waiter, a parked waiter's wake-up). A sampled
+//!   acquisition (one in `latency_sample_every`) counts itself in a shared
+//!   waiting counter (its own cache line) from before its lock call until it holds
+//!   the lock. Every holder numbers its release in the protected data; a holder
+//!   that has *returned from unlock* while that counter is non-zero publishes
+//!   (release number, clock) in one atomic word on another line. The next holder,
+//!   whoever it is, reads the clock first thing in its critical section and, if
+//!   the published number is the previous holder's, records the gap since then.
+//!   Stamping after unlock keeps a releaser preempted between stamp and unlock
+//!   from counting as idle time (a releaser preempted after unlock stamps late,
+//!   which only shortens the gap). The result is a lower bound (gaps seen only
+//!   by unsampled waiters are missed) with a resolution of 32 ns. Off by default:
+//!   while a sampled waiter waits, every hand-off reads the clock twice more
+//!   (~50 ns), which lengthens short critical sections.
 //! - For `rwlock`, node switches and the penalty concern write acquisitions only:
 //!   readers do not write shared state (recording would add the very cross-node
 //!   writes a NUMA rwlock avoids). `node_switches_per_1k` is then per 1000 writes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -76,6 +98,16 @@ impl WorkloadSpec {
         }
     }
 
+    /// The workload's parameters, human readable (the `workload_params` of a point).
+    pub fn params(&self) -> String {
+        match self {
+            WorkloadSpec::Locktorture(w) => w.params(),
+            WorkloadSpec::Kv(w) => w.params(),
+            WorkloadSpec::PageAlloc(w) => w.params(),
+            WorkloadSpec::RwLock(w) => w.params(),
+        }
+    }
+
     /// The workload's name.
     pub fn name(&self) -> WorkloadName {
         match self {
@@ -106,6 +138,11 @@ pub struct RunConfig {
     pub latency_sample_every: u64,
     /// The machine (for the report).
     pub machine: Machine,
+    /// CPU-bound threads that never take the lock, run beside the workers for the
+    /// whole window (`--hog N`; 0 = none).
+    pub hog_threads: usize,
+    /// Measure `idle_while_waited_max_ns` (mutex workloads; see the module docs).
+    pub idle_gaps: bool,
 }
 
 /// What the workers measured, before it becomes a [`Point`].
@@ -117,6 +154,7 @@ struct Raw {
     cpu_ns: u64,
     tracker: NodeTracker,
     stats: Option<LockStats>,
+    idle_max_ns: Option<u64>,
 }
 
 /// Per-worker result.
@@ -124,6 +162,7 @@ struct WorkerOut {
     ops: u64,
     hist: Histogram<u64>,
     bound: bool,
+    idle_max_ns: u64,
 }
 
 /// Runs one point.
@@ -159,13 +198,7 @@ pub fn run_point(cfg: &RunConfig) -> Result<Point, BenchError> {
         WorkloadSpec::RwLock(w) => dispatch_rwlock(cfg.lock, RwRun { cfg, w: &w }),
     }
     .ok_or_else(wrong)?;
-    let params = match &cfg.workload {
-        WorkloadSpec::Locktorture(w) => w.params(),
-        WorkloadSpec::Kv(w) => w.params(),
-        WorkloadSpec::PageAlloc(w) => w.params(),
-        WorkloadSpec::RwLock(w) => w.params(),
-    };
-    Ok(to_point(cfg, raw, params, load))
+    Ok(to_point(cfg, raw, cfg.workload.params(), load))
 }
 
 fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String, load: Option<f64>) -> Point {
@@ -197,6 +230,11 @@ fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String, load: Option<f64
         machine_nodes: cfg.machine.nodes.len(),
         machine_loadavg_1m: load,
         workload_params,
+        hog_threads: cfg.hog_threads,
+        idle_while_waited_max_ns: raw.idle_max_ns,
+        repeats: 1,
+        spread: None,
+        raw_repeats: Vec::new(),
     }
 }
 
@@ -204,6 +242,37 @@ fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String, load: Option<f64
 struct Guarded<S> {
     tracker: NodeTracker,
     state: S,
+    /// With `idle_gaps`: the number of the last release (0 = none yet).
+    release_seq: u32,
+}
+
+/// A value on its own cache line, so the `idle_gaps` bookkeeping does not share
+/// lines with the workload or with each other.
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded<T>(T);
+
+/// Time unit of release stamps, ns (32 bits of it wrap after 137 s; gaps are
+/// computed with wrapping arithmetic, so only a gap that long would be misread).
+const STAMP_UNIT_NS: u64 = 32;
+
+/// `now` since `epoch` in [`STAMP_UNIT_NS`] units, truncated to 32 bits.
+#[inline]
+fn stamp(epoch: Instant, now: Instant) -> u32 {
+    (now.saturating_duration_since(epoch).as_nanos() as u64 / STAMP_UNIT_NS) as u32
+}
+
+/// The gap, ns, between a published `(seq << 32) | stamp` word and `now_stamp`
+/// if the word belongs to release `prev_seq` (0 = none); `None` otherwise. A
+/// stamp later than `now_stamp` (the releaser read its clock after this holder
+/// did) gives 0.
+#[inline]
+fn idle_gap_ns(published: u64, prev_seq: u32, now_stamp: u32) -> Option<u64> {
+    if prev_seq == 0 || (published >> 32) as u32 != prev_seq {
+        return None;
+    }
+    let d = now_stamp.wrapping_sub(published as u32) as i32;
+    Some(u64::from(d.max(0).unsigned_abs()) * STAMP_UNIT_NS)
 }
 
 /// Called inside every (exclusive) critical section.
@@ -215,14 +284,66 @@ fn on_acquire(tracker: &mut NodeTracker, penalty: Duration) {
     }
 }
 
-/// Spawns the workers, runs the window, joins. `body(i, stop)` is worker `i`.
+/// This thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`; 0 off Unix).
+#[cfg(unix)]
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a POSIX constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    // `as`: the fields' types differ between Unix systems.
+    #[allow(clippy::unnecessary_cast)]
+    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    ns
+}
+
+/// This thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`; 0 off Unix).
+#[cfg(not(unix))]
+fn thread_cpu_ns() -> u64 {
+    0
+}
+
+/// A hog thread's loop: spins on a private counter until `stop`, reading the flag
+/// once per 4096 increments. Returns the CPU time it burnt, ns.
+fn hog(stop: &AtomicBool) -> u64 {
+    let cpu0 = thread_cpu_ns();
+    let mut count = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..4096 {
+            count = std::hint::black_box(count.wrapping_add(1));
+        }
+    }
+    std::hint::black_box(count);
+    thread_cpu_ns().saturating_sub(cpu0)
+}
+
+/// Spawns the workers (and the hog threads), runs the window, joins. `body(i, stop)`
+/// is worker `i`. Returns the workers' results, the window and the workers' CPU
+/// time, ns.
 fn drive<F>(cfg: &RunConfig, body: F) -> (Vec<WorkerOut>, Duration, u64)
 where
     F: Fn(usize, &AtomicBool) -> WorkerOut + Sync,
 {
     let stop = AtomicBool::new(false);
-    let barrier = Barrier::new(cfg.threads + 1);
+    let barrier = Barrier::new(cfg.threads + cfg.hog_threads + 1);
     std::thread::scope(|s| {
+        let hogs: Vec<_> = (0..cfg.hog_threads)
+            .map(|i| {
+                let (stop, barrier) = (&stop, &barrier);
+                std::thread::Builder::new()
+                    .name(format!("hog-{i}"))
+                    .spawn_scoped(s, move || {
+                        barrier.wait();
+                        hog(stop)
+                    })
+                    .expect("spawning a hog thread")
+            })
+            .collect();
         let handles: Vec<_> = (0..cfg.threads)
             .map(|i| {
                 let (stop, barrier, body) = (&stop, &barrier, &body);
@@ -248,7 +369,11 @@ where
             .collect();
         watchdog.disarm();
         let cpu = process_cpu_ns().saturating_sub(cpu0);
-        (outs, elapsed, cpu)
+        let hog_cpu: u64 = hogs
+            .into_iter()
+            .map(|h| h.join().expect("hog thread panicked"))
+            .sum();
+        (outs, elapsed, cpu.saturating_sub(hog_cpu))
     })
 }
 
@@ -289,16 +414,18 @@ impl Watchdog {
     }
 }
 
-fn merge(outs: Vec<WorkerOut>) -> (Vec<u64>, Histogram<u64>, bool) {
+fn merge(outs: Vec<WorkerOut>) -> (Vec<u64>, Histogram<u64>, bool, u64) {
     let mut hist = new_latency_histogram();
     let mut ops = Vec::with_capacity(outs.len());
     let mut bound = true;
+    let mut idle = 0;
     for o in outs {
         ops.push(o.ops);
         bound &= o.bound;
+        idle = idle.max(o.idle_max_ns);
         hist.add(&o.hist).expect("histograms share bounds");
     }
-    (ops, hist, bound)
+    (ops, hist, bound, idle)
 }
 
 struct MutexRun<'a, W> {
@@ -314,25 +441,64 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
         let lock = <K::Mutex<Guarded<W::Shared>>>::new(Guarded {
             tracker: NodeTracker::default(),
             state: w.shared(cfg.threads),
+            release_seq: 0,
         });
         let penalty = Duration::from_nanos(cfg.remote_penalty_ns);
         let every = cfg.latency_sample_every;
+        let idle = cfg.idle_gaps;
+        let waiting = Padded(AtomicUsize::new(0));
+        let published = Padded(AtomicU64::new(0));
+        let epoch = Instant::now();
         let (outs, elapsed, cpu_ns) = drive(cfg, |i, stop| {
             let bound = cfg.placement.apply(i);
             let mut local = w.local(i);
             let mut hist = new_latency_histogram();
             let mut ops = 0u64;
+            let mut idle_max_ns = 0u64;
             let mut n = i as u64;
             while !stop.load(Ordering::Relaxed) {
                 let req = w.prepare(&mut local);
                 n += 1;
                 let t0 = n.is_multiple_of(every).then(Instant::now);
-                let lat = lock.with(|g| {
-                    let lat = t0.map(|t| t.elapsed());
-                    on_acquire(&mut g.tracker, penalty);
-                    w.critical(&mut g.state, &mut local, req);
+                let lat = if idle {
+                    if t0.is_some() {
+                        waiting.0.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let (lat, gap, seq) = lock.with(|g| {
+                        let word = published.0.load(Ordering::Relaxed);
+                        let prev = g.release_seq;
+                        let matches = prev != 0 && (word >> 32) as u32 == prev;
+                        let now = (t0.is_some() || matches).then(Instant::now);
+                        let lat = t0.zip(now).map(|(t, now)| now - t);
+                        let gap = now.and_then(|now| idle_gap_ns(word, prev, stamp(epoch, now)));
+                        if t0.is_some() {
+                            waiting.0.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        on_acquire(&mut g.tracker, penalty);
+                        w.critical(&mut g.state, &mut local, req);
+                        // 0 means "none": skip it when the counter wraps.
+                        g.release_seq = prev.wrapping_add(1).max(1);
+                        (lat, gap, g.release_seq)
+                    });
+                    // Released: publish the time if a sampled waiter is waiting.
+                    if waiting.0.load(Ordering::Relaxed) > 0 {
+                        let t = stamp(epoch, Instant::now());
+                        published
+                            .0
+                            .store((u64::from(seq) << 32) | u64::from(t), Ordering::Relaxed);
+                    }
+                    if let Some(gap) = gap {
+                        idle_max_ns = idle_max_ns.max(gap);
+                    }
                     lat
-                });
+                } else {
+                    lock.with(|g| {
+                        let lat = t0.map(|t| t.elapsed());
+                        on_acquire(&mut g.tracker, penalty);
+                        w.critical(&mut g.state, &mut local, req);
+                        lat
+                    })
+                };
                 if let Some(l) = lat {
                     hist.saturating_record(l.as_nanos() as u64);
                 }
@@ -341,11 +507,16 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                     ops += 1;
                 }
             }
-            WorkerOut { ops, hist, bound }
+            WorkerOut {
+                ops,
+                hist,
+                bound,
+                idle_max_ns,
+            }
         });
         let stats = lock.stats();
         let tracker = lock.with(|g| g.tracker.clone());
-        let (ops, hist, bound) = merge(outs);
+        let (ops, hist, bound, idle_max_ns) = merge(outs);
         Raw {
             ops,
             hist,
@@ -354,6 +525,7 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
             cpu_ns,
             tracker,
             stats,
+            idle_max_ns: idle.then_some(idle_max_ns),
         }
     }
 }
@@ -371,6 +543,7 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
         let lock = <K::RwLock<Guarded<W::Shared>>>::new(Guarded {
             tracker: NodeTracker::default(),
             state: w.shared(cfg.threads),
+            release_seq: 0,
         });
         let penalty = Duration::from_nanos(cfg.remote_penalty_ns);
         let every = cfg.latency_sample_every;
@@ -404,11 +577,16 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
                     ops += 1;
                 }
             }
-            WorkerOut { ops, hist, bound }
+            WorkerOut {
+                ops,
+                hist,
+                bound,
+                idle_max_ns: 0,
+            }
         });
         let stats = lock.stats();
         let tracker = lock.read(|g| g.tracker.clone());
-        let (ops, hist, bound) = merge(outs);
+        let (ops, hist, bound, _) = merge(outs);
         Raw {
             ops,
             hist,
@@ -417,6 +595,7 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
             cpu_ns,
             tracker,
             stats,
+            idle_max_ns: None,
         }
     }
 }
@@ -444,6 +623,8 @@ mod tests {
             remote_penalty_ns: 0,
             latency_sample_every: 1,
             machine,
+            hog_threads: 0,
+            idle_gaps: false,
         }
     }
 
@@ -475,6 +656,55 @@ mod tests {
         assert!(p.acquire_latency_ns.p99 <= p.acquire_latency_ns.max);
         assert!(p.is_virtual && p.nodes == 2);
         assert!(p.duration_s >= 0.3);
+    }
+
+    #[test]
+    fn idle_gaps_match_the_previous_release_only() {
+        let word = |seq: u32, t: u32| (u64::from(seq) << 32) | u64::from(t);
+        assert_eq!(idle_gap_ns(word(7, 100), 7, 110), Some(10 * STAMP_UNIT_NS));
+        // Another release's stamp, no release yet, or the initial word.
+        assert_eq!(idle_gap_ns(word(6, 100), 7, 110), None);
+        assert_eq!(idle_gap_ns(word(0, 0), 0, 110), None);
+        // The releaser read its clock after the acquirer did.
+        assert_eq!(idle_gap_ns(word(7, 120), 7, 110), Some(0));
+        // The 32-bit stamp wrapped between release and acquisition.
+        assert_eq!(
+            idle_gap_ns(word(7, u32::MAX - 1), 7, 3),
+            Some(5 * STAMP_UNIT_NS)
+        );
+    }
+
+    #[test]
+    fn hogs_and_idle_gaps_are_reported() {
+        let _g = POINT_LOCK.lock().unwrap();
+        let mut c = cfg(
+            LockName::ParkingLot,
+            WorkloadSpec::default_for(WorkloadName::Locktorture),
+            3,
+        );
+        c.hog_threads = 2;
+        c.idle_gaps = true;
+        c.duration = Duration::from_millis(200);
+        let p = run_point(&c).unwrap();
+        assert_eq!(p.hog_threads, 2);
+        // Hogs are not workers: no ops of theirs are counted.
+        assert_eq!(p.ops_per_thread.len(), 3);
+        assert!(p.total_ops() > 0);
+        // Every acquisition sampled, 3 threads: some hand-off went to a waiter.
+        let idle = p.idle_while_waited_max_ns.expect("measured");
+        assert!(idle > 0 && idle < 60_000_000_000, "{idle}");
+        // rwlock workloads do not measure it; without the flag nobody does.
+        let mut r = cfg(
+            LockName::StdRw,
+            WorkloadSpec::default_for(WorkloadName::RwLock),
+            2,
+        );
+        r.idle_gaps = true;
+        assert_eq!(run_point(&r).unwrap().idle_while_waited_max_ns, None);
+        c.idle_gaps = false;
+        c.hog_threads = 0;
+        c.duration = Duration::from_millis(30);
+        assert_eq!(run_point(&c).unwrap().idle_while_waited_max_ns, None);
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! throughput, fairness and cross-node traffic. This library holds the parts the
 //! command and the criterion benches share: the locks behind one small trait
 //! ([`locks`]), the workloads ([`workloads`]), the measurement harness
-//! ([`harness`]), the metrics ([`metrics`]) and the `compare` suite with its
-//! table, JSON, CSV and SVG output ([`compare`], [`report`], [`plot`]).
+//! ([`harness`]), the metrics ([`metrics`]), the `compare` suite with its
+//! table, JSON, CSV and SVG output ([`compare`], [`report`], [`plot`]) and the
+//! point-by-point comparison of two result sets ([`diff`]).
 //!
 //! Use it through the command (`cargo run --release -p numa-bench -- compare`);
 //! the library API is for the benches and tests of this workspace and is not
@@ -28,6 +29,8 @@
 //!     remote_penalty_ns: 0,
 //!     latency_sample_every: 16,
 //!     machine,
+//!     hog_threads: 0,
+//!     idle_gaps: false,
 //! };
 //! let point = run_point(&cfg)?;
 //! assert_eq!(point.ops_per_thread.len(), 2);
@@ -46,6 +49,7 @@
 
 pub mod compare;
 pub mod delay;
+pub mod diff;
 pub mod harness;
 pub mod locks;
 pub mod machine;
@@ -104,6 +108,38 @@ pub enum BenchError {
         path: String,
         /// plotters' error.
         reason: String,
+    },
+    /// A result file of `diff` cannot be read.
+    #[error(
+        "cannot read {path}: {source} (expected a result directory of `numa-bench compare`, its points.json, or `run --json` output)"
+    )]
+    MissingResults {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A result file of `diff` is not one numa-bench wrote.
+    #[error("{path} is not a numa-bench result file: {reason}")]
+    BadResults {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `diff` found no point measured in both result sets.
+    #[error(
+        "no common points between {old} and {new}: points match by workload, lock, threads, workload parameters and hog threads (e.g. OLD has {old_example:?}, NEW has {new_example:?})"
+    )]
+    NoCommonPoints {
+        /// OLD's file.
+        old: String,
+        /// NEW's file.
+        new: String,
+        /// One of OLD's keys.
+        old_example: String,
+        /// One of NEW's keys.
+        new_example: String,
     },
     /// Serialising JSON failed.
     #[error("cannot serialise JSON: {0}")]

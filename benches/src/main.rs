@@ -1,9 +1,11 @@
 //! The `numa-bench` command: what each lock does to throughput, fairness and
 //! cross-node traffic on this machine.
 //!
-//! - `numa-bench compare [--quick] [--out DIR]`: the default suite; prints a table
-//!   and writes JSON, CSV and SVG plots into `results/<timestamp>/`.
+//! - `numa-bench compare [--quick] [--out DIR] [--repeat N] [--hog N]`: the default
+//!   suite; prints a table and writes JSON, CSV and SVG plots into
+//!   `results/<timestamp>/`.
 //! - `numa-bench run --lock L --workload W --threads N [--json]`: one point.
+//! - `numa-bench diff OLD NEW`: two result directories compared point by point.
 //! - `numa-bench topology`: the machine's layout.
 
 mod topology_cmd;
@@ -17,12 +19,14 @@ use clap::{Args, Parser, Subcommand};
 
 use numa_bench::BenchError;
 use numa_bench::compare::{
-    CompareOptions, DEFAULT_LOCKS, DEFAULT_WORKLOADS, default_threads, render, run_compare,
+    CompareOptions, DEFAULT_LOCKS, DEFAULT_REPEAT, DEFAULT_WORKLOADS, default_threads, render,
+    run_compare,
 };
 use numa_bench::delay::{Delay, parse_duration};
 use numa_bench::harness::{RunConfig, WorkloadSpec, run_point};
 use numa_bench::locks::LockName;
 use numa_bench::machine::{Machine, Placement};
+use numa_bench::metrics::summarise_repeats;
 use numa_bench::report::{Conditions, table};
 use numa_bench::workloads::WorkloadName;
 use numa_bench::workloads::kv::Kv;
@@ -46,6 +50,18 @@ enum Command {
     Run(RunArgs),
     /// Run the default comparison suite; write table, JSON, CSV and SVG plots.
     Compare(CompareArgs),
+    /// Compare two result sets point by point: NEW/OLD ratios of throughput,
+    /// fairness and p99 latency.
+    Diff(DiffArgs),
+}
+
+#[derive(Args, Debug)]
+struct DiffArgs {
+    /// The "before" result: a `compare` output directory, its points.json, or
+    /// `run --json` output (one point per line).
+    old: PathBuf,
+    /// The "after" result, same forms.
+    new: PathBuf,
 }
 
 /// Options shared by `run` and `compare`.
@@ -63,6 +79,16 @@ struct Common {
     /// timing costs two clock reads, ~25 ns each, one inside the critical section).
     #[arg(long, value_name = "N", default_value_t = 16)]
     latency_sample_every: u64,
+    /// Run N CPU-bound threads beside the workers for the whole window; they never
+    /// take the lock (another tenant, a preempted vCPU). Their CPU time is left out
+    /// of cpu_ns/op.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    hog: usize,
+    /// Measure the longest time the lock was free while a sampled waiter waited
+    /// (idle_while_waited_max_ns, mutex workloads; a lower bound). Costs two clock
+    /// reads per critical section while a sampled waiter waits.
+    #[arg(long)]
+    idle_gaps: bool,
 }
 
 #[derive(Args, Debug)]
@@ -83,6 +109,9 @@ struct RunArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Run the point N times and report the median with the min-max spread.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    repeat: usize,
     #[command(flatten)]
     common: Common,
     #[command(flatten)]
@@ -144,8 +173,14 @@ struct CompareArgs {
     /// Window per point (default: the budget, 150 s or 14 s with --quick, over the points).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Runs per point, interleaved (every point once, then again); the table,
+    /// JSON, CSV and plots give the median and the min-max spread.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_REPEAT)]
+    repeat: usize,
     #[command(flatten)]
     common: Common,
+    #[command(flatten)]
+    params: WorkloadParams,
 }
 
 fn invalid(what: &'static str, value: impl ToString, reason: &str) -> BenchError {
@@ -207,19 +242,28 @@ impl WorkloadParams {
 }
 
 fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
+    if args.repeat == 0 {
+        return Err(invalid("--repeat", 0, "needs at least 1 run").into());
+    }
     let machine = Machine::detect();
     let placement = Placement::new(&machine, args.common.virtual_nodes)?;
+    let workload = args.params.spec(args.workload)?;
     let cfg = RunConfig {
         lock: args.lock,
-        workload: args.params.spec(args.workload)?,
+        workload,
         threads: args.threads,
         duration: args.duration,
         placement,
         remote_penalty_ns: args.common.remote_penalty_ns,
         latency_sample_every: args.common.latency_sample_every,
         machine: machine.clone(),
+        hog_threads: args.common.hog,
+        idle_gaps: args.common.idle_gaps,
     };
-    let p = run_point(&cfg)?;
+    let runs = (0..args.repeat)
+        .map(|_| run_point(&cfg))
+        .collect::<Result<Vec<_>, _>>()?;
+    let p = summarise_repeats(runs);
     if args.json {
         println!("{}", serde_json::to_string(&p)?);
         return Ok(());
@@ -235,9 +279,12 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
         max_loadavg_1m: p.machine_loadavg_1m,
         latency_sample_every: p.latency_sample_every,
         latency_clock_overhead_ns: p.latency_clock_overhead_ns,
+        repeat: args.repeat,
+        hog_threads: args.common.hog,
+        idle_gaps: args.common.idle_gaps && args.workload != WorkloadName::RwLock,
+        workloads: vec![format!("{}: {}", p.workload, p.workload_params)],
     };
     print!("{}", cond.header());
-    println!("# workload: {} ({})", p.workload, p.workload_params);
     if args.workload == WorkloadName::RwLock {
         println!("# sw/1k counts write acquisitions only (readers write no shared state)");
     }
@@ -252,12 +299,16 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
 
 fn compare(args: &CompareArgs) -> Result<(), Box<dyn Error>> {
     let cpus = Machine::detect().cpus;
+    let workloads = args
+        .workloads
+        .clone()
+        .unwrap_or_else(|| DEFAULT_WORKLOADS.to_vec())
+        .into_iter()
+        .map(|w| args.params.spec(w))
+        .collect::<Result<Vec<_>, _>>()?;
     let opts = CompareOptions {
         locks: args.locks.clone().unwrap_or_else(|| DEFAULT_LOCKS.to_vec()),
-        workloads: args
-            .workloads
-            .clone()
-            .unwrap_or_else(|| DEFAULT_WORKLOADS.to_vec()),
+        workloads,
         threads: args
             .threads
             .clone()
@@ -269,6 +320,9 @@ fn compare(args: &CompareArgs) -> Result<(), Box<dyn Error>> {
         remote_penalty_ns: args.common.remote_penalty_ns,
         latency_sample_every: args.common.latency_sample_every,
         progress: true,
+        repeat: args.repeat,
+        hog_threads: args.common.hog,
+        idle_gaps: args.common.idle_gaps,
     };
     if let Some(t) = opts.threads.iter().find(|&&t| t == 0) {
         return Err(invalid("--threads", t, "every thread count must be at least 1").into());
@@ -282,12 +336,21 @@ fn compare(args: &CompareArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+fn diff(args: &DiffArgs) -> Result<(), Box<dyn Error>> {
+    let old = numa_bench::diff::load_results(&args.old)?;
+    let new = numa_bench::diff::load_results(&args.new)?;
+    let d = numa_bench::diff::diff(old, new)?;
+    print!("{}", numa_bench::diff::render_diff(&d));
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match &cli.command {
         Command::Topology(a) => topology_cmd::run(a),
         Command::Run(a) => run(a),
         Command::Compare(a) => compare(a),
+        Command::Diff(a) => diff(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

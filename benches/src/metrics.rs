@@ -191,11 +191,173 @@ pub struct Point {
     pub machine_loadavg_1m: Option<f64>,
     /// The workload's parameters, human readable.
     pub workload_params: String,
+    /// CPU-bound threads that ran beside the workers for the whole window and never
+    /// took the lock (`--hog N`: another tenant, a preempted vCPU). Their CPU time
+    /// is left out of `cpu_ns_per_op`. 0 in files written before the option existed.
+    #[serde(default)]
+    pub hog_threads: usize,
+    /// Longest time, ns, the lock was free while a thread waited for it (`null`
+    /// when not measured: only mutex workloads run with `--idle-gaps`). A lower
+    /// bound: a gap is seen only while a *sampled* waiter (one acquisition in
+    /// `latency_sample_every`) waits; see [`crate::harness`].
+    #[serde(default)]
+    pub idle_while_waited_max_ns: Option<u64>,
+    /// How many runs (`--repeat`) this point summarises; 1 for a single run. With
+    /// more than one, every metric above is the median over the runs (see
+    /// [`summarise_repeats`]).
+    #[serde(default = "one")]
+    pub repeats: usize,
+    /// Min and max over the runs of each summarised metric (`null` for one run).
+    #[serde(default)]
+    pub spread: Option<Spread>,
+    /// The runs themselves, in run order (empty for one run; each has `repeats` 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub raw_repeats: Vec<Point>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// The smallest and largest value of one metric over the repeats of a point.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Range {
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Range {
+    /// The range of `values` (`0..0` when empty).
+    pub fn of(values: &[f64]) -> Self {
+        if values.is_empty() {
+            return Range::default();
+        }
+        Range {
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+
+    /// Whether two ranges share a value (the difference may be noise).
+    pub fn overlaps(&self, other: &Range) -> bool {
+        self.min <= other.max && other.min <= self.max
+    }
+}
+
+/// Min-max spread of each summarised metric over a point's repeats, in the
+/// metric's unit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// ops/us.
+    pub throughput_ops_per_us: Range,
+    /// Fairness factor.
+    pub fairness_factor: Range,
+    /// Node switches per 1000 acquisitions.
+    pub node_switches_per_1k: Range,
+    /// p50 acquire latency, ns.
+    pub latency_p50_ns: Range,
+    /// p99 acquire latency, ns.
+    pub latency_p99_ns: Range,
+    /// Largest sampled acquire latency, ns.
+    pub latency_max_ns: Range,
+    /// CPU ns per operation.
+    pub cpu_ns_per_op: Range,
+    /// Longest idle-while-waited gap, ns (`null` when not measured).
+    pub idle_while_waited_max_ns: Option<Range>,
+}
+
+/// The median of `values` (mean of the two middle values for an even count; 0
+/// for none). NaNs sort last.
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Summarises the repeats of one point (same lock, workload, threads and
+/// parameters, in run order) into one [`Point`]:
+///
+/// - every metric (throughput, fairness, node switches, latency p50/p99/max, CPU
+///   ns per op, idle-while-waited) is the median of that metric over the runs,
+///   taken independently (for an even count, the mean of the two middle values;
+///   latencies are rounded to whole ns);
+/// - `spread` holds each metric's min and max;
+/// - `ops_per_thread`, `lock_stats`, `bound`, `duration_s` and the load average
+///   come from the run with the median throughput (the lower middle one for an
+///   even count), so they stay one consistent measurement;
+/// - `raw_repeats` keeps the runs. One run is returned unchanged.
+///
+/// # Panics
+/// If `runs` is empty.
+pub fn summarise_repeats(runs: Vec<Point>) -> Point {
+    assert!(!runs.is_empty(), "summarise_repeats needs at least one run");
+    if runs.len() == 1 {
+        return runs.into_iter().next().expect("one run");
+    }
+    let col = |f: &dyn Fn(&Point) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
+    let tp = col(&|p| p.throughput_ops_per_us);
+    let ff = col(&|p| p.fairness_factor);
+    let sw = col(&|p| p.node_switches_per_1k);
+    let p50 = col(&|p| p.acquire_latency_ns.p50 as f64);
+    let p99 = col(&|p| p.acquire_latency_ns.p99 as f64);
+    let max = col(&|p| p.acquire_latency_ns.max as f64);
+    let cpu = col(&|p| p.cpu_ns_per_op);
+    let idle: Option<Vec<f64>> = runs
+        .iter()
+        .map(|p| p.idle_while_waited_max_ns.map(|v| v as f64))
+        .collect();
+    // The run with the median throughput (lower middle for an even count).
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|&a, &b| tp[a].total_cmp(&tp[b]));
+    let mid = order[(runs.len() - 1) / 2];
+    let mut out = runs[mid].clone();
+    out.throughput_ops_per_us = median(&tp);
+    out.fairness_factor = median(&ff);
+    out.node_switches_per_1k = median(&sw);
+    out.acquire_latency_ns = LatencySummary {
+        p50: median(&p50).round() as u64,
+        p99: median(&p99).round() as u64,
+        max: median(&max).round() as u64,
+    };
+    out.cpu_ns_per_op = median(&cpu);
+    out.idle_while_waited_max_ns = idle.as_deref().map(|v| median(v).round() as u64);
+    out.spread = Some(Spread {
+        throughput_ops_per_us: Range::of(&tp),
+        fairness_factor: Range::of(&ff),
+        node_switches_per_1k: Range::of(&sw),
+        latency_p50_ns: Range::of(&p50),
+        latency_p99_ns: Range::of(&p99),
+        latency_max_ns: Range::of(&max),
+        cpu_ns_per_op: Range::of(&cpu),
+        idle_while_waited_max_ns: idle.as_deref().map(Range::of),
+    });
+    out.repeats = runs.len();
+    out.machine_loadavg_1m = runs
+        .iter()
+        .filter_map(|p| p.machine_loadavg_1m)
+        .reduce(f64::max);
+    out.raw_repeats = runs;
+    out
 }
 
 /// The CSV columns, in order (`ops_per_thread` is `;`-separated in one column,
-/// `lock_stats` is `name=value` pairs `;`-separated).
-pub const CSV_HEADER: [&str; 24] = [
+/// `lock_stats` is `name=value` pairs `;`-separated). The metric columns hold the
+/// median over the repeats; the columns from `repeats` on (added after the first
+/// release, so older readers that index columns keep working) hold the number of
+/// repeats, the min and max of throughput, fairness and p99 latency (the median
+/// itself when there was one run), the hog threads and the idle-while-waited
+/// maximum (empty when not measured).
+pub const CSV_HEADER: [&str; 33] = [
     "lock",
     "workload",
     "threads",
@@ -220,6 +382,15 @@ pub const CSV_HEADER: [&str; 24] = [
     "machine_nodes",
     "machine_loadavg_1m",
     "workload_params",
+    "repeats",
+    "throughput_min",
+    "throughput_max",
+    "fairness_min",
+    "fairness_max",
+    "latency_p99_min_ns",
+    "latency_p99_max_ns",
+    "hog_threads",
+    "idle_while_waited_max_ns",
 ];
 
 impl Point {
@@ -228,8 +399,27 @@ impl Point {
         self.ops_per_thread.iter().sum()
     }
 
+    /// The spread, or a zero-width one at the point's own values for a single run.
+    pub fn spread_or_single(&self) -> Spread {
+        self.spread.unwrap_or_else(|| {
+            let at = |v: f64| Range { min: v, max: v };
+            let l = self.acquire_latency_ns;
+            Spread {
+                throughput_ops_per_us: at(self.throughput_ops_per_us),
+                fairness_factor: at(self.fairness_factor),
+                node_switches_per_1k: at(self.node_switches_per_1k),
+                latency_p50_ns: at(l.p50 as f64),
+                latency_p99_ns: at(l.p99 as f64),
+                latency_max_ns: at(l.max as f64),
+                cpu_ns_per_op: at(self.cpu_ns_per_op),
+                idle_while_waited_max_ns: self.idle_while_waited_max_ns.map(|v| at(v as f64)),
+            }
+        })
+    }
+
     /// The CSV fields, matching [`CSV_HEADER`] (quoted where needed).
     pub fn csv_row(&self) -> Vec<String> {
+        let sp = self.spread_or_single();
         let join = |v: Vec<String>| v.join(";");
         vec![
             self.lock.clone(),
@@ -263,6 +453,16 @@ impl Point {
             self.machine_loadavg_1m
                 .map_or_else(String::new, |l| format!("{l:.2}")),
             self.workload_params.clone(),
+            self.repeats.to_string(),
+            format!("{:.4}", sp.throughput_ops_per_us.min),
+            format!("{:.4}", sp.throughput_ops_per_us.max),
+            format!("{:.4}", sp.fairness_factor.min),
+            format!("{:.4}", sp.fairness_factor.max),
+            format!("{:.0}", sp.latency_p99_ns.min),
+            format!("{:.0}", sp.latency_p99_ns.max),
+            self.hog_threads.to_string(),
+            self.idle_while_waited_max_ns
+                .map_or_else(String::new, |v| v.to_string()),
         ]
         .into_iter()
         .map(|f| csv_quote(&f))
@@ -401,6 +601,11 @@ pub(crate) mod tests {
             machine_nodes: 1,
             machine_loadavg_1m: Some(0.5),
             workload_params: "keys=1000, zipf_s=0.99, get=90%".into(),
+            hog_threads: 0,
+            idle_while_waited_max_ns: None,
+            repeats: 1,
+            spread: None,
+            raw_repeats: Vec::new(),
         }
     }
 
@@ -450,6 +655,84 @@ pub(crate) mod tests {
             "\"keys=1000, zipf_s=0.99, get=90%\""
         );
         assert_eq!(col("latency_p99_ns"), "900");
+    }
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[7.0]), 7.0);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn repeats_summarise_to_medians_and_spread() {
+        let run = |tp: f64, ff: f64, p99: u64, ops: u64| {
+            let mut p = sample_point();
+            p.throughput_ops_per_us = tp;
+            p.fairness_factor = ff;
+            p.acquire_latency_ns.p99 = p99;
+            p.ops_per_thread = vec![ops, ops];
+            p
+        };
+        let s = summarise_repeats(vec![
+            run(3.0, 0.6, 1000, 30),
+            run(1.0, 0.5, 3000, 10),
+            run(2.0, 0.9, 2000, 20),
+        ]);
+        assert_eq!(s.repeats, 3);
+        assert_eq!(s.throughput_ops_per_us, 2.0);
+        assert_eq!(s.fairness_factor, 0.6);
+        assert_eq!(s.acquire_latency_ns.p99, 2000);
+        // ops_per_thread from the run with the median throughput.
+        assert_eq!(s.ops_per_thread, [20, 20]);
+        let sp = s.spread.unwrap();
+        assert_eq!(sp.throughput_ops_per_us, Range { min: 1.0, max: 3.0 });
+        assert_eq!(sp.fairness_factor, Range { min: 0.5, max: 0.9 });
+        assert_eq!(
+            sp.latency_p99_ns,
+            Range {
+                min: 1000.0,
+                max: 3000.0
+            }
+        );
+        assert_eq!(sp.idle_while_waited_max_ns, None);
+        assert_eq!(s.raw_repeats.len(), 3);
+        assert_eq!(s.raw_repeats[0].throughput_ops_per_us, 3.0);
+        // Even count: mean of the middle two; the lower middle run's counts.
+        let s = summarise_repeats(vec![run(1.0, 0.5, 100, 1), run(2.0, 0.7, 301, 2)]);
+        assert_eq!(s.throughput_ops_per_us, 1.5);
+        assert_eq!(s.acquire_latency_ns.p99, 201);
+        assert_eq!(s.ops_per_thread, [1, 1]);
+        // One run: unchanged, no spread.
+        assert_eq!(summarise_repeats(vec![sample_point()]), sample_point());
+    }
+
+    #[test]
+    fn csv_has_the_spread_columns() {
+        let mut a = sample_point();
+        a.throughput_ops_per_us = 1.0;
+        let mut b = sample_point();
+        b.throughput_ops_per_us = 2.0;
+        b.idle_while_waited_max_ns = Some(5);
+        a.idle_while_waited_max_ns = Some(9);
+        let row = summarise_repeats(vec![a, b]).csv_row();
+        let col = |name: &str| row[CSV_HEADER.iter().position(|h| *h == name).unwrap()].clone();
+        assert_eq!(col("repeats"), "2");
+        assert_eq!(col("throughput_ops_per_us"), "1.5000");
+        assert_eq!(col("throughput_min"), "1.0000");
+        assert_eq!(col("throughput_max"), "2.0000");
+        assert_eq!(col("idle_while_waited_max_ns"), "7");
+        let single = sample_point().csv_row();
+        assert_eq!(
+            single[CSV_HEADER
+                .iter()
+                .position(|h| *h == "throughput_max")
+                .unwrap()],
+            "1.2500"
+        );
+        // The columns of the first release keep their positions.
+        assert_eq!(CSV_HEADER[23], "workload_params");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! SVG plots: a metric against thread count, one line per lock (plotters).
+//! SVG plots: a metric against thread count, one line per lock (plotters), with
+//! min-max error bars where a point summarises several runs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,8 +9,10 @@ use plotters::prelude::*;
 use crate::BenchError;
 use crate::metrics::Point;
 
-/// Draws `metric(point)` against threads for every lock among `points` of `workload`
-/// into the SVG file `path`. The x axis is logarithmic (thread counts double).
+/// Draws `metric(point)` = `(median, min, max)` against threads for every lock among
+/// `points` of `workload` into the SVG file `path`: a line through the medians and,
+/// where min < max, a vertical min-max error bar. The x axis is logarithmic (thread
+/// counts double).
 ///
 /// # Errors
 /// [`BenchError::Plot`] when plotters fails (typically the file cannot be written).
@@ -19,18 +22,23 @@ pub fn plot_metric(
     workload: &str,
     title: &str,
     y_desc: &str,
-    metric: impl Fn(&Point) -> f64,
+    metric: impl Fn(&Point) -> (f64, f64, f64),
 ) -> Result<(), BenchError> {
     let err = |e: String| BenchError::Plot {
         path: path.display().to_string(),
         reason: e,
     };
     let mut series: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut bars: BTreeMap<&str, Vec<(f64, f64, f64, f64)>> = BTreeMap::new();
     for p in points.iter().filter(|p| p.workload == workload) {
-        series
-            .entry(p.lock.as_str())
-            .or_default()
-            .push((p.threads as f64, metric(p)));
+        let (med, lo, hi) = metric(p);
+        let x = p.threads as f64;
+        series.entry(p.lock.as_str()).or_default().push((x, med));
+        if lo < hi {
+            bars.entry(p.lock.as_str())
+                .or_default()
+                .push((x, lo, med, hi));
+        }
     }
     for s in series.values_mut() {
         s.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -44,6 +52,7 @@ pub fn plot_metric(
         .values()
         .flatten()
         .map(|p| p.1)
+        .chain(bars.values().flatten().map(|b| b.3))
         .fold(0.0_f64, f64::max);
     let ymax = if ymax > 0.0 { ymax * 1.15 } else { 1.0 };
 
@@ -76,6 +85,15 @@ pub fn plot_metric(
         chart
             .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
             .map_err(|e| err(e.to_string()))?;
+        chart
+            .draw_series(
+                bars.get(lock)
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|&(x, lo, _, hi)| error_bar(x, lo, hi))
+                    .map(|path| PathElement::new(path, color.stroke_width(1))),
+            )
+            .map_err(|e| err(e.to_string()))?;
     }
     chart
         .configure_series_labels()
@@ -87,6 +105,17 @@ pub fn plot_metric(
         .map_err(|e| err(e.to_string()))?;
     root.present().map_err(|e| err(e.to_string()))?;
     Ok(())
+}
+
+/// A vertical min-max bar at `x` with a cap at each end (caps 4% of `x` wide each
+/// side, which is constant on the log x axis), as three paths.
+fn error_bar(x: f64, lo: f64, hi: f64) -> [Vec<(f64, f64)>; 3] {
+    let (l, r) = (x / 1.04, x * 1.04);
+    [
+        vec![(x, lo), (x, hi)],
+        vec![(l, lo), (r, lo)],
+        vec![(l, hi), (r, hi)],
+    ]
 }
 
 #[cfg(test)]
@@ -112,8 +141,15 @@ mod tests {
             p.throughput_ops_per_us = v;
             pts.push(p);
         }
+        // One point with a spread: one error bar.
+        let (lo, hi) = (0.4, 0.9);
         plot_metric(&path, &pts, "kv", "kv throughput", "ops/us", |p| {
-            p.throughput_ops_per_us
+            let v = p.throughput_ops_per_us;
+            if p.lock == "std" && p.threads == 4 {
+                (v, lo, hi)
+            } else {
+                (v, v, v)
+            }
         })
         .unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
@@ -126,6 +162,28 @@ mod tests {
             .count();
         assert_eq!(wide, 4);
         assert_eq!(svg.matches("<circle").count(), 4);
+        // The error bar: a 1-px vertical line plus two caps.
+        let thin = svg
+            .lines()
+            .filter(|l| l.starts_with("<polyline") && l.contains("stroke-width=\"1\""))
+            .count();
+        let mut no_bars = pts.clone();
+        no_bars.iter_mut().for_each(|p| p.lock = "cna".into());
+        let path2 = dir.join("t2.svg");
+        plot_metric(&path2, &pts, "kv", "kv throughput", "ops/us", |p| {
+            let v = p.throughput_ops_per_us;
+            (v, v, v)
+        })
+        .unwrap();
+        let svg2 = std::fs::read_to_string(&path2).unwrap();
+        let thin2 = svg2
+            .lines()
+            .filter(|l| l.starts_with("<polyline") && l.contains("stroke-width=\"1\""))
+            .count();
+        assert!(
+            thin > thin2,
+            "an error bar adds thin lines: {thin} vs {thin2}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

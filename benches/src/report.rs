@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::metrics::Point;
+use crate::metrics::{Point, Range, median};
 
 /// The conditions a set of points was measured under, for report headers.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -28,6 +28,22 @@ pub struct Conditions {
     pub latency_sample_every: u64,
     /// Cost of one timing, ns, included in every latency sample.
     pub latency_clock_overhead_ns: u64,
+    /// Runs per point (`--repeat`), interleaved; 1 in files written before the option.
+    #[serde(default = "one")]
+    pub repeat: usize,
+    /// CPU-bound threads beside the workers that never take the lock (`--hog`).
+    #[serde(default)]
+    pub hog_threads: usize,
+    /// Whether idle-while-waited gaps were measured (`--idle-gaps`).
+    #[serde(default)]
+    pub idle_gaps: bool,
+    /// Each workload's parameters (`name: params`), in run order.
+    #[serde(default)]
+    pub workloads: Vec<String>,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Conditions {
@@ -68,6 +84,29 @@ impl Conditions {
             "# acquire latency: 1 in {} acquisitions timed; each sample includes ~{} ns of clock overhead",
             self.latency_sample_every, self.latency_clock_overhead_ns
         );
+        if self.repeat > 1 {
+            let _ = writeln!(
+                s,
+                "# repeats: {} per point, interleaved (every point once, then again); values are medians, \
+                 ranges min-max; vs_pl and p99/pl are medians of the per-repeat ratios to parking_lot",
+                self.repeat
+            );
+        }
+        if self.hog_threads > 0 {
+            let _ = writeln!(
+                s,
+                "# {} hog threads: CPU-bound, never take the lock, run the whole window (another tenant, a preempted vCPU)",
+                self.hog_threads
+            );
+        }
+        if self.idle_gaps {
+            s.push_str(
+                "# idle_us: longest time the lock was free while a sampled waiter waited, us (a lower bound)\n",
+            );
+        }
+        for w in &self.workloads {
+            let _ = writeln!(s, "# workload {w}");
+        }
         if let Some(l) = self.max_loadavg_1m {
             let busy = if l > self.cpus as f64 {
                 ": ABOVE the CPU count, other work competed for the CPUs, expect noise"
@@ -86,56 +125,105 @@ impl Conditions {
 /// The baseline lock for the `vs` column, if it is among the points.
 pub const BASELINE: &str = "parking_lot";
 
+/// The median and the min-max of `metric(p) / metric(base)` over paired repeats
+/// (repeat `i` of each, which ran close together in time); the ratio of the two
+/// medians when either point has no raw repeats or their counts differ. `None`
+/// when a baseline value is 0.
+pub fn ratio_to(p: &Point, base: &Point, metric: impl Fn(&Point) -> f64) -> Option<(f64, Range)> {
+    let pairs: Vec<(&Point, &Point)> =
+        if !p.raw_repeats.is_empty() && p.raw_repeats.len() == base.raw_repeats.len() {
+            p.raw_repeats.iter().zip(&base.raw_repeats).collect()
+        } else {
+            vec![(p, base)]
+        };
+    let ratios = pairs
+        .into_iter()
+        .map(|(a, b)| {
+            let d = metric(b);
+            (d > 0.0).then(|| metric(a) / d)
+        })
+        .collect::<Option<Vec<f64>>>()?;
+    Some((median(&ratios), Range::of(&ratios)))
+}
+
+fn fmt_range(r: Option<Range>, repeats: usize, digits: usize) -> String {
+    match r {
+        Some(r) if repeats > 1 => format!("{:.digits$}-{:.digits$}", r.min, r.max),
+        _ => "-".into(),
+    }
+}
+
 /// Formats points as an aligned text table, one row per point, in the given order,
 /// with a blank line wherever the (workload, threads) pair changes.
 ///
-/// Columns: workload, threads, lock, throughput (ops/us), `vs` (throughput over
-/// [`BASELINE`]'s at the same workload and thread count), fairness factor, node
-/// switches per 1000 acquisitions, acquire latency p50/p99/max (ns), CPU ns per op.
+/// Columns: workload, threads, lock, throughput (ops/us, the median over the
+/// repeats) and its min-max `range`, `vs_pl` (throughput over [`BASELINE`]'s at the
+/// same workload and thread count, see [`ratio_to`]) and its `vs_range`, fairness
+/// factor, node switches per 1000 acquisitions, acquire latency p50/p99 (ns),
+/// `p99/pl` (p99 over the baseline's), max (ns), `idle_us` (only when some point
+/// measured idle-while-waited gaps), CPU ns per op. Ranges read `-` for one run.
 pub fn table(points: &[Point]) -> String {
+    let idle = points.iter().any(|p| p.idle_while_waited_max_ns.is_some());
     let mut s = String::new();
-    let _ = writeln!(
+    let _ = write!(
         s,
-        "{:<12} {:>7} {:<15} {:>9} {:>6} {:>8} {:>7} {:>8} {:>9} {:>10} {:>9}",
+        "{:<12} {:>7} {:<15} {:>9} {:>13} {:>6} {:>11} {:>8} {:>7} {:>8} {:>9} {:>6} {:>10}",
         "workload",
         "threads",
         "lock",
         "ops/us",
+        "range",
         "vs_pl",
+        "vs_range",
         "fairness",
         "sw/1k",
         "p50_ns",
         "p99_ns",
+        "p99/pl",
         "max_ns",
-        "cpu_ns/op"
     );
+    if idle {
+        let _ = write!(s, " {:>9}", "idle_us");
+    }
+    let _ = writeln!(s, " {:>9}", "cpu_ns/op");
     for (i, p) in points.iter().enumerate() {
         if i > 0 && (points[i - 1].workload != p.workload || points[i - 1].threads != p.threads) {
             s.push('\n');
         }
-        let base = points
-            .iter()
-            .find(|b| b.lock == BASELINE && b.workload == p.workload && b.threads == p.threads)
-            .map(|b| b.throughput_ops_per_us);
-        let vs = match base {
-            Some(b) if b > 0.0 => format!("{:.2}", p.throughput_ops_per_us / b),
-            _ => "-".into(),
-        };
-        let _ = writeln!(
+        let base = points.iter().find(|b| {
+            b.lock == BASELINE
+                && b.workload == p.workload
+                && b.threads == p.threads
+                && b.workload_params == p.workload_params
+                && b.hog_threads == p.hog_threads
+        });
+        let vs = base.and_then(|b| ratio_to(p, b, |x| x.throughput_ops_per_us));
+        let p99 = base.and_then(|b| ratio_to(p, b, |x| x.acquire_latency_ns.p99 as f64));
+        let repeats = p.repeats.min(base.map_or(1, |b| b.repeats));
+        let _ = write!(
             s,
-            "{:<12} {:>7} {:<15} {:>9.3} {:>6} {:>8.3} {:>7.1} {:>8} {:>9} {:>10} {:>9.0}",
+            "{:<12} {:>7} {:<15} {:>9.3} {:>13} {:>6} {:>11} {:>8.3} {:>7.1} {:>8} {:>9} {:>6} {:>10}",
             p.workload,
             p.threads,
             p.lock,
             p.throughput_ops_per_us,
-            vs,
+            fmt_range(p.spread.map(|r| r.throughput_ops_per_us), p.repeats, 3),
+            vs.map_or_else(|| "-".into(), |v| format!("{:.2}", v.0)),
+            fmt_range(vs.map(|v| v.1), repeats, 2),
             p.fairness_factor,
             p.node_switches_per_1k,
             p.acquire_latency_ns.p50,
             p.acquire_latency_ns.p99,
+            p99.map_or_else(|| "-".into(), |v| format!("{:.2}", v.0)),
             p.acquire_latency_ns.max,
-            p.cpu_ns_per_op
         );
+        if idle {
+            let v = p
+                .idle_while_waited_max_ns
+                .map_or_else(|| "-".into(), |v| format!("{:.1}", v as f64 / 1e3));
+            let _ = write!(s, " {v:>9}");
+        }
+        let _ = writeln!(s, " {:>9.0}", p.cpu_ns_per_op);
     }
     s
 }
@@ -158,6 +246,40 @@ mod tests {
         assert!(lines[0].contains("ops/us") && lines[0].contains("fairness"));
         assert!(lines[1].contains("parking_lot") && lines[1].contains("1.00"));
         assert!(lines[2].contains("cna") && lines[2].contains("1.50"), "{t}");
+    }
+
+    #[test]
+    fn ratios_pair_the_repeats() {
+        let runs = |lock: &str, tps: &[f64], p99s: &[u64]| {
+            crate::metrics::summarise_repeats(
+                tps.iter()
+                    .zip(p99s)
+                    .map(|(&t, &l)| {
+                        let mut p = sample_point();
+                        p.lock = lock.into();
+                        p.throughput_ops_per_us = t;
+                        p.acquire_latency_ns.p99 = l;
+                        p
+                    })
+                    .collect(),
+            )
+        };
+        // Repeat 2 ran under load for both: paired ratios are 2, 2, 2.
+        let pl = runs("parking_lot", &[2.0, 1.0, 2.0], &[100, 400, 100]);
+        let cna = runs("cna", &[4.0, 2.0, 4.0], &[50, 200, 50]);
+        let (vs, r) = ratio_to(&cna, &pl, |p| p.throughput_ops_per_us).unwrap();
+        assert_eq!((vs, r), (2.0, Range { min: 2.0, max: 2.0 }));
+        let t = table(&[pl, cna]);
+        let row = t.lines().nth(2).unwrap();
+        assert!(
+            row.contains("2.000-4.000") && row.contains(" 2.00-2.00"),
+            "{t}"
+        );
+        assert!(row.contains(" 0.50 "), "p99/pl: {t}");
+        // A zero baseline gives no ratio.
+        let mut zero = sample_point();
+        zero.throughput_ops_per_us = 0.0;
+        assert!(ratio_to(&sample_point(), &zero, |p| p.throughput_ops_per_us).is_none());
     }
 
     #[test]
@@ -184,6 +306,10 @@ mod tests {
             max_loadavg_1m: Some(5.0),
             latency_sample_every: 16,
             latency_clock_overhead_ns: 25,
+            repeat: 3,
+            hog_threads: 1,
+            idle_gaps: false,
+            workloads: vec!["kv: keys=10".into()],
         };
         let h = c.header();
         assert!(
@@ -191,6 +317,9 @@ mod tests {
             "{h}"
         );
         assert!(h.contains("ABOVE the CPU count"), "{h}");
+        assert!(h.contains("repeats: 3 per point, interleaved"), "{h}");
+        assert!(h.contains("# 1 hog threads"), "{h}");
+        assert!(h.contains("# workload kv: keys=10"), "{h}");
         c.remote_penalty_ns = 300;
         c.is_virtual = false;
         c.nodes = 1;

@@ -1,0 +1,590 @@
+//! `numa-bench diff OLD NEW`: two result sets compared point by point.
+//!
+//! OLD and NEW are each a result directory of `numa-bench compare` (its
+//! `points.json` is read), a `points.json` itself, a JSON array of points, or the
+//! output of `numa-bench run --json` (one point, or one per line). Points match
+//! when their [`Key`] is equal: workload, lock, threads, workload parameters and
+//! hog threads. Points with the same key within one input (several `run --json`
+//! lines) are summarised like repeats ([`summarise_repeats`]).
+//!
+//! For each matched point the report gives NEW/OLD for throughput, fairness factor
+//! and p99 acquire latency (and idle-while-waited when both measured it), and marks
+//! the throughput change `~` when the two min-max ranges overlap (within the
+//! noise of the repeats) or `*` when they do not (only when both sides had more
+//! than one run). A last table gives each lock's geometric mean of the throughput
+//! ratios.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::BenchError;
+use crate::metrics::{Point, summarise_repeats};
+use crate::report::Conditions;
+
+/// What makes two points comparable.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key {
+    /// Workload name.
+    pub workload: String,
+    /// Lock name.
+    pub lock: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// The workload's parameters (`workload_params`).
+    pub params: String,
+    /// Hog threads (`--hog`).
+    pub hog_threads: usize,
+}
+
+impl Key {
+    /// The key of a point.
+    pub fn of(p: &Point) -> Self {
+        Key {
+            workload: p.workload.clone(),
+            lock: p.lock.clone(),
+            threads: p.threads,
+            params: p.workload_params.clone(),
+            hog_threads: p.hog_threads,
+        }
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} threads={} ({}) hog={}",
+            self.workload, self.lock, self.threads, self.params, self.hog_threads
+        )
+    }
+}
+
+/// One input of `diff`: its points (one per key) and, for a `compare` result,
+/// its conditions.
+#[derive(Clone, Debug)]
+pub struct ResultSet {
+    /// The file read.
+    pub path: PathBuf,
+    /// `compare`'s conditions (`None` for `run --json` output).
+    pub conditions: Option<Conditions>,
+    /// Points, one per key, in file order.
+    pub points: Vec<Point>,
+}
+
+#[derive(Deserialize)]
+struct CompareFile {
+    #[serde(default)]
+    conditions: Option<Conditions>,
+    points: Vec<Point>,
+}
+
+fn bad(path: &Path, reason: impl ToString) -> BenchError {
+    BenchError::BadResults {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Parses the text of a result file (see the module docs for the shapes).
+///
+/// # Errors
+/// [`BenchError::BadResults`] when it is none of the accepted shapes or holds no point.
+pub fn parse_results(path: &Path, text: &str) -> Result<ResultSet, BenchError> {
+    let (conditions, points) = match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Object(_)) if v.get("points").is_some() => {
+            let f: CompareFile = serde_json::from_value(v).map_err(|e| bad(path, e))?;
+            (f.conditions, f.points)
+        }
+        Ok(v @ Value::Array(_)) => (None, serde_json::from_value(v).map_err(|e| bad(path, e))?),
+        Ok(v @ Value::Object(_)) => (
+            None,
+            vec![serde_json::from_value(v).map_err(|e| bad(path, e))?],
+        ),
+        Ok(_) => return Err(bad(path, "expected a JSON object or array of points")),
+        Err(whole) => {
+            // `run --json` lines appended to one file.
+            let lines: Result<Vec<Point>, _> = text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(serde_json::from_str::<Point>)
+                .collect();
+            (None, lines.map_err(|_| bad(path, whole))?)
+        }
+    };
+    if points.is_empty() {
+        return Err(bad(path, "holds no point"));
+    }
+    let mut groups: BTreeMap<Key, Vec<Point>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for p in points {
+        let k = Key::of(&p);
+        let g = groups.entry(k.clone()).or_default();
+        if g.is_empty() {
+            order.push(k);
+        }
+        g.push(p);
+    }
+    let points = order
+        .into_iter()
+        .map(|k| {
+            let g = groups.remove(&k).expect("every key has a group");
+            if g.len() > 1 && g.iter().all(|p| p.repeats == 1) {
+                summarise_repeats(g)
+            } else {
+                g.into_iter().next().expect("groups are not empty")
+            }
+        })
+        .collect();
+    Ok(ResultSet {
+        path: path.to_owned(),
+        conditions,
+        points,
+    })
+}
+
+/// Reads a result directory (its `points.json`) or a result file.
+///
+/// # Errors
+/// [`BenchError::MissingResults`] when the file cannot be read (a directory
+/// without `points.json`, a wrong path); [`BenchError::BadResults`] when it is
+/// not a result file.
+pub fn load_results(path: &Path) -> Result<ResultSet, BenchError> {
+    let file = if path.is_dir() {
+        path.join("points.json")
+    } else {
+        path.to_owned()
+    };
+    let text = std::fs::read_to_string(&file).map_err(|source| BenchError::MissingResults {
+        path: file.display().to_string(),
+        source,
+    })?;
+    parse_results(&file, &text)
+}
+
+/// One matched point.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// The key both points share.
+    pub key: Key,
+    /// OLD's point.
+    pub old: Point,
+    /// NEW's point.
+    pub new: Point,
+}
+
+/// `new / old`, `None` when `old` is not positive.
+pub fn ratio(new: f64, old: f64) -> Option<f64> {
+    (old > 0.0).then(|| new / old)
+}
+
+impl Row {
+    /// NEW/OLD throughput.
+    pub fn throughput_ratio(&self) -> Option<f64> {
+        ratio(
+            self.new.throughput_ops_per_us,
+            self.old.throughput_ops_per_us,
+        )
+    }
+
+    /// NEW/OLD fairness factor.
+    pub fn fairness_ratio(&self) -> Option<f64> {
+        ratio(self.new.fairness_factor, self.old.fairness_factor)
+    }
+
+    /// NEW/OLD p99 acquire latency.
+    pub fn p99_ratio(&self) -> Option<f64> {
+        ratio(
+            self.new.acquire_latency_ns.p99 as f64,
+            self.old.acquire_latency_ns.p99 as f64,
+        )
+    }
+
+    /// `~` when the throughput ranges overlap, `*` when they do not, ` ` when
+    /// either side ran once (no spread to judge by).
+    pub fn throughput_mark(&self) -> char {
+        if self.old.repeats < 2 || self.new.repeats < 2 {
+            return ' ';
+        }
+        let (o, n) = (
+            self.old.spread_or_single().throughput_ops_per_us,
+            self.new.spread_or_single().throughput_ops_per_us,
+        );
+        if o.overlaps(&n) { '~' } else { '*' }
+    }
+}
+
+/// The comparison of two result sets.
+#[derive(Clone, Debug)]
+pub struct Diff {
+    /// OLD.
+    pub old: ResultSet,
+    /// NEW.
+    pub new: ResultSet,
+    /// Matched points, in OLD's order.
+    pub rows: Vec<Row>,
+    /// Keys only OLD has.
+    pub only_old: Vec<Key>,
+    /// Keys only NEW has.
+    pub only_new: Vec<Key>,
+}
+
+/// Matches the points of two result sets.
+///
+/// # Errors
+/// [`BenchError::NoCommonPoints`] when no key is in both.
+pub fn diff(old: ResultSet, new: ResultSet) -> Result<Diff, BenchError> {
+    let new_by_key: BTreeMap<Key, &Point> = new.points.iter().map(|p| (Key::of(p), p)).collect();
+    let old_keys: BTreeMap<Key, ()> = old.points.iter().map(|p| (Key::of(p), ())).collect();
+    let mut rows = Vec::new();
+    let mut only_old = Vec::new();
+    for p in &old.points {
+        let key = Key::of(p);
+        match new_by_key.get(&key) {
+            Some(n) => rows.push(Row {
+                key,
+                old: p.clone(),
+                new: (*n).clone(),
+            }),
+            None => only_old.push(key),
+        }
+    }
+    let only_new: Vec<Key> = new
+        .points
+        .iter()
+        .map(Key::of)
+        .filter(|k| !old_keys.contains_key(k))
+        .collect();
+    if rows.is_empty() {
+        return Err(BenchError::NoCommonPoints {
+            old: old.path.display().to_string(),
+            new: new.path.display().to_string(),
+            old_example: only_old
+                .first()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            new_example: only_new
+                .first()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        });
+    }
+    Ok(Diff {
+        old,
+        new,
+        rows,
+        only_old,
+        only_new,
+    })
+}
+
+/// The geometric mean of positive values (`None` when there is none).
+pub fn geometric_mean(values: &[f64]) -> Option<f64> {
+    let v: Vec<f64> = values.iter().copied().filter(|&x| x > 0.0).collect();
+    (!v.is_empty()).then(|| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp())
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".into(), |r| format!("{r:.3}"))
+}
+
+fn describe(c: &Option<Conditions>) -> String {
+    match c {
+        Some(c) => {
+            let nodes = if c.is_virtual {
+                format!("{} virtual nodes", c.nodes)
+            } else {
+                format!("{} nodes", c.nodes)
+            };
+            let mut s = format!(
+                "{}, {nodes}, {:.2} s per run, {} repeat(s)",
+                c.machine, c.duration_s, c.repeat
+            );
+            if c.hog_threads > 0 {
+                let _ = write!(s, ", {} hog threads", c.hog_threads);
+            }
+            if c.remote_penalty_ns > 0 {
+                let _ = write!(s, ", remote penalty {} ns", c.remote_penalty_ns);
+            }
+            s
+        }
+        None => "no conditions recorded (run --json output)".into(),
+    }
+}
+
+/// The report: a header naming both inputs, one row per matched point, the
+/// unmatched keys, and per-lock geometric means of the throughput ratios.
+pub fn render_diff(d: &Diff) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# OLD: {} ({})",
+        d.old.path.display(),
+        describe(&d.old.conditions)
+    );
+    let _ = writeln!(
+        s,
+        "# NEW: {} ({})",
+        d.new.path.display(),
+        describe(&d.new.conditions)
+    );
+    if let (Some(o), Some(n)) = (&d.old.conditions, &d.new.conditions)
+        && (o.machine != n.machine || o.nodes != n.nodes || o.is_virtual != n.is_virtual)
+    {
+        s.push_str("# WARNING: the two runs were measured on different machines or node layouts\n");
+    }
+    s.push_str(
+        "# ratios are NEW/OLD of the medians; throughput > 1 is faster, p99 < 1 is faster; \
+         ~ = min-max ranges overlap (noise), * = they do not\n",
+    );
+    let idle = d.rows.iter().any(|r| {
+        r.old.idle_while_waited_max_ns.is_some() && r.new.idle_while_waited_max_ns.is_some()
+    });
+    let _ = write!(
+        s,
+        "{:<12} {:>7} {:<15} {:>10} {:>10} {:>7}  {:>8} {:>8} {:>7} {:>9} {:>9} {:>7}",
+        "workload",
+        "threads",
+        "lock",
+        "old_ops/us",
+        "new_ops/us",
+        "ratio",
+        "old_fair",
+        "new_fair",
+        "ratio",
+        "old_p99",
+        "new_p99",
+        "ratio"
+    );
+    if idle {
+        let _ = write!(s, " {:>9} {:>9}", "old_idle", "new_idle");
+    }
+    s.push('\n');
+    for (i, r) in d.rows.iter().enumerate() {
+        if i > 0 {
+            let prev = &d.rows[i - 1].key;
+            if prev.workload != r.key.workload || prev.threads != r.key.threads {
+                s.push('\n');
+            }
+        }
+        let _ = write!(
+            s,
+            "{:<12} {:>7} {:<15} {:>10.3} {:>10.3} {:>7}{} {:>8.3} {:>8.3} {:>7} {:>9} {:>9} {:>7}",
+            r.key.workload,
+            r.key.threads,
+            r.key.lock,
+            r.old.throughput_ops_per_us,
+            r.new.throughput_ops_per_us,
+            fmt_ratio(r.throughput_ratio()),
+            r.throughput_mark(),
+            r.old.fairness_factor,
+            r.new.fairness_factor,
+            fmt_ratio(r.fairness_ratio()),
+            r.old.acquire_latency_ns.p99,
+            r.new.acquire_latency_ns.p99,
+            fmt_ratio(r.p99_ratio()),
+        );
+        if idle {
+            let us = |v: Option<u64>| {
+                v.map_or_else(|| "-".into(), |v| format!("{:.1}us", v as f64 / 1e3))
+            };
+            let _ = write!(
+                s,
+                " {:>9} {:>9}",
+                us(r.old.idle_while_waited_max_ns),
+                us(r.new.idle_while_waited_max_ns)
+            );
+        }
+        s.push('\n');
+    }
+    for (what, keys) in [("OLD", &d.only_old), ("NEW", &d.only_new)] {
+        if !keys.is_empty() {
+            let _ = writeln!(s, "\n# {} point(s) only in {what}:", keys.len());
+            for k in keys.iter().take(10) {
+                let _ = writeln!(s, "#   {k}");
+            }
+            if keys.len() > 10 {
+                let _ = writeln!(s, "#   ...");
+            }
+        }
+    }
+    let mut by_lock: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in &d.rows {
+        if let Some(x) = r.throughput_ratio() {
+            by_lock.entry(r.key.lock.as_str()).or_default().push(x);
+        }
+    }
+    s.push_str("\n# throughput NEW/OLD per lock (geometric mean over its matched points)\n");
+    for (lock, v) in by_lock {
+        let _ = writeln!(
+            s,
+            "{lock:<15} {:>7} over {} point(s)",
+            fmt_ratio(geometric_mean(&v)),
+            v.len()
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::tests::sample_point;
+
+    fn pt(lock: &str, threads: usize, tp: f64) -> Point {
+        let mut p = sample_point();
+        p.lock = lock.into();
+        p.threads = threads;
+        p.throughput_ops_per_us = tp;
+        p
+    }
+
+    fn set(points: Vec<Point>) -> ResultSet {
+        ResultSet {
+            path: "x".into(),
+            conditions: None,
+            points,
+        }
+    }
+
+    #[test]
+    fn matches_by_key_and_computes_ratios() {
+        let old = set(vec![
+            pt("cna", 2, 2.0),
+            pt("std", 2, 1.0),
+            pt("cna", 8, 1.0),
+        ]);
+        let mut new_cna = pt("cna", 2, 3.0);
+        new_cna.acquire_latency_ns.p99 = 450;
+        new_cna.fairness_factor = 0.6;
+        let new = set(vec![pt("std", 2, 0.5), new_cna, pt("cna", 32, 1.0)]);
+        let d = diff(old, new).unwrap();
+        assert_eq!(d.rows.len(), 2);
+        assert_eq!(d.rows[0].key.lock, "cna");
+        assert_eq!(d.rows[0].throughput_ratio(), Some(1.5));
+        assert_eq!(d.rows[0].p99_ratio(), Some(0.5));
+        assert!((d.rows[0].fairness_ratio().unwrap() - 1.2).abs() < 1e-12);
+        assert_eq!(d.rows[1].throughput_ratio(), Some(0.5));
+        assert_eq!(d.only_old.len(), 1);
+        assert_eq!(d.only_old[0].threads, 8);
+        assert_eq!(d.only_new[0].threads, 32);
+        let out = render_diff(&d);
+        assert!(out.contains("1.500") && out.contains("0.500"), "{out}");
+        assert!(
+            out.contains("only in OLD") && out.contains("only in NEW"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn params_and_hogs_are_part_of_the_key() {
+        let mut other = pt("cna", 2, 1.0);
+        other.workload_params = "keys=5".into();
+        let mut hog = pt("cna", 2, 1.0);
+        hog.hog_threads = 1;
+        let e = diff(set(vec![pt("cna", 2, 1.0)]), set(vec![other, hog])).unwrap_err();
+        match e {
+            BenchError::NoCommonPoints {
+                old_example,
+                new_example,
+                ..
+            } => {
+                assert!(old_example.contains("cna"), "{old_example}");
+                assert!(new_example.contains("keys=5"), "{new_example}");
+            }
+            e => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn overlap_marks_need_repeats() {
+        let runs = |v: &[f64]| summarise_repeats(v.iter().map(|&t| pt("cna", 2, t)).collect());
+        let row = |o: Point, n: Point| Row {
+            key: Key::of(&o),
+            old: o,
+            new: n,
+        };
+        assert_eq!(
+            row(runs(&[1.0, 1.2]), runs(&[1.1, 1.3])).throughput_mark(),
+            '~'
+        );
+        assert_eq!(
+            row(runs(&[1.0, 1.2]), runs(&[1.3, 1.4])).throughput_mark(),
+            '*'
+        );
+        assert_eq!(
+            row(pt("cna", 2, 1.0), runs(&[1.3, 1.4])).throughput_mark(),
+            ' '
+        );
+    }
+
+    #[test]
+    fn parses_every_result_shape() {
+        let p = serde_json::to_string(&sample_point()).unwrap();
+        let path = Path::new("f.json");
+        let compare = format!("{{\"conditions\": null, \"points\": [{p}]}}");
+        assert_eq!(parse_results(path, &compare).unwrap().points.len(), 1);
+        assert_eq!(
+            parse_results(path, &format!("[{p}]")).unwrap().points.len(),
+            1
+        );
+        assert_eq!(parse_results(path, &p).unwrap().points.len(), 1);
+        // Three `run --json` lines of one key become one point of 3 repeats.
+        let lines = parse_results(path, &format!("{p}\n{p}\n\n{p}\n")).unwrap();
+        assert_eq!(lines.points.len(), 1);
+        assert_eq!(lines.points[0].repeats, 3);
+        for badtext in ["", "42", "{\"points\": []}", "[{\"lock\": 1}]", "not json"] {
+            assert!(
+                matches!(
+                    parse_results(path, badtext),
+                    Err(BenchError::BadResults { .. })
+                ),
+                "{badtext:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn points_written_before_repeats_still_load() {
+        // A point as numa-bench wrote it before --repeat/--hog: no new keys.
+        let mut v = serde_json::to_value(sample_point()).unwrap();
+        let o = v.as_object_mut().unwrap();
+        for k in [
+            "hog_threads",
+            "idle_while_waited_max_ns",
+            "repeats",
+            "spread",
+            "raw_repeats",
+        ] {
+            o.remove(k);
+        }
+        let r = parse_results(Path::new("old.json"), &v.to_string()).unwrap();
+        assert_eq!(r.points[0].repeats, 1);
+        assert_eq!(r.points[0].hog_threads, 0);
+        assert!(r.points[0].spread.is_none());
+    }
+
+    #[test]
+    fn missing_inputs_are_typed_errors() {
+        let dir = std::env::temp_dir().join(format!("numa-bench-diff-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = load_results(&dir).unwrap_err();
+        assert!(
+            matches!(&e, BenchError::MissingResults { path, .. } if path.ends_with("points.json")),
+            "{e}"
+        );
+        let e = load_results(&dir.join("nope.json")).unwrap_err();
+        assert!(matches!(e, BenchError::MissingResults { .. }), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn geometric_mean_of_ratios() {
+        assert_eq!(geometric_mean(&[]), None);
+        assert!((geometric_mean(&[2.0, 0.5]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((geometric_mean(&[4.0, 1.0]).unwrap() - 2.0).abs() < 1e-12);
+    }
+}
