@@ -4,260 +4,168 @@
 //! `with(|data| ...)` API that is monomorphised per lock, so the benchmark adds no
 //! dynamic dispatch to the lock's fast path. A lock is chosen at run time by its
 //! [`LockName`]; [`dispatch_mutex`] / [`dispatch_rwlock`] turn the name into a type.
+//!
+//! The locks, their names and their types come from the workspace's lock registry
+//! ([`numa_lock_registry::for_each_lock!`]), which the test suites, the torture
+//! test and the fuzz target share: a lock added there is a `--lock` here.
 
-use std::collections::BTreeMap;
 use std::fmt;
+
+use numa_lock_registry::{
+    self as registry, DataMutex, DataRwLock, FairMutex, FullRwLock, LockApi, LockApiVisitor,
+    LockInfo, MutexFamily, RwLockFamily, Visitor,
+};
 
 /// Counters a lock reports about itself (its `stats` feature), by counter name.
 ///
 /// Empty for locks without counters. The keys are the lock crate's own field names.
-pub type LockStats = BTreeMap<String, u64>;
+pub type LockStats = std::collections::BTreeMap<String, u64>;
 
-/// A mutual-exclusion lock protecting a `T`, as the workloads drive it.
-pub trait BenchMutex<T>: Send + Sync {
-    /// Creates an unlocked lock around `value`.
-    fn new(value: T) -> Self;
+/// A mutual-exclusion lock protecting a `T`, as the workloads drive it: the
+/// registry's [`DataMutex`] plus the lock's own counters.
+pub trait BenchMutex<T>: DataMutex<T> {
+    /// Creates an unlocked lock around `value` ([`DataMutex::new`]).
+    fn new(value: T) -> Self
+    where
+        Self: Sized,
+    {
+        <Self as DataMutex<T>>::new(value)
+    }
     /// Acquires the lock, runs `f` on the protected data, releases the lock.
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+    #[inline]
+    fn with<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
+        <Self as DataMutex<T>>::with(self, f)
+    }
     /// The lock's own counters, if it keeps any (see [`LockStats`]).
     fn stats(&self) -> Option<LockStats> {
-        None
+        self.raw_any().and_then(crate::ours::raw_stats)
     }
 }
+
+impl<T, M: DataMutex<T>> BenchMutex<T> for M {}
 
 /// A reader-writer lock protecting a `T`, as the rwlock workload drives it.
-pub trait BenchRwLock<T>: Send + Sync {
-    /// Creates an unlocked lock around `value`.
-    fn new(value: T) -> Self;
+pub trait BenchRwLock<T>: DataRwLock<T> {
+    /// Creates an unlocked lock around `value` ([`DataRwLock::new`]).
+    fn new(value: T) -> Self
+    where
+        Self: Sized,
+    {
+        <Self as DataRwLock<T>>::new(value)
+    }
     /// Acquires the lock shared, runs `f`, releases it.
-    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R;
+    #[inline]
+    fn read<X>(&self, f: impl FnOnce(&T) -> X) -> X {
+        <Self as DataRwLock<T>>::read(self, f)
+    }
     /// Acquires the lock exclusive, runs `f`, releases it.
-    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+    #[inline]
+    fn write<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
+        <Self as DataRwLock<T>>::write(self, f)
+    }
     /// The lock's own counters, if it keeps any (see [`LockStats`]).
     fn stats(&self) -> Option<LockStats> {
-        None
+        self.raw_any().and_then(crate::ours::raw_stats)
     }
 }
 
-/// A raw `lock_api` lock type that may expose counters.
-///
-/// Implemented for every raw lock the benchmark wraps in `lock_api::Mutex` /
-/// `lock_api::RwLock`; the default says "no counters".
-pub trait RawStats {
-    /// The counters of this lock instance, if the lock keeps any.
-    fn raw_stats(&self) -> Option<LockStats> {
-        None
-    }
-}
-
-impl RawStats for parking_lot::RawMutex {}
-impl RawStats for parking_lot::RawRwLock {}
-
-impl<R, T> BenchMutex<T> for lock_api::Mutex<R, T>
-where
-    R: lock_api::RawMutex + RawStats + Send + Sync,
-    T: Send,
-{
-    fn new(value: T) -> Self {
-        lock_api::Mutex::new(value)
-    }
-    #[inline]
-    fn with<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
-        f(&mut self.lock())
-    }
-    fn stats(&self) -> Option<LockStats> {
-        // SAFETY: `raw` is unsafe because the caller could unlock the raw lock
-        // behind the wrapper's back; we only read its counters.
-        unsafe { self.raw() }.raw_stats()
-    }
-}
-
-impl<R, T> BenchRwLock<T> for lock_api::RwLock<R, T>
-where
-    R: lock_api::RawRwLock + RawStats + Send + Sync,
-    T: Send + Sync,
-{
-    fn new(value: T) -> Self {
-        lock_api::RwLock::new(value)
-    }
-    #[inline]
-    fn read<X>(&self, f: impl FnOnce(&T) -> X) -> X {
-        f(&self.read())
-    }
-    #[inline]
-    fn write<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
-        f(&mut self.write())
-    }
-    fn stats(&self) -> Option<LockStats> {
-        // SAFETY: `raw` is unsafe because the caller could unlock the raw lock
-        // behind the wrapper's back; we only read its counters.
-        unsafe { self.raw() }.raw_stats()
-    }
-}
-
-impl<T: Send> BenchMutex<T> for std::sync::Mutex<T> {
-    fn new(value: T) -> Self {
-        std::sync::Mutex::new(value)
-    }
-    #[inline]
-    fn with<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
-        // A panic in a benchmark thread aborts the run anyway; ignore poisoning.
-        f(&mut self
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
-}
-
-impl<T: Send + Sync> BenchRwLock<T> for std::sync::RwLock<T> {
-    fn new(value: T) -> Self {
-        std::sync::RwLock::new(value)
-    }
-    #[inline]
-    fn read<X>(&self, f: impl FnOnce(&T) -> X) -> X {
-        f(&self
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
-    #[inline]
-    fn write<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
-        f(&mut self
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
-}
-
-impl<T: Send> BenchMutex<T> for spin::Mutex<T> {
-    fn new(value: T) -> Self {
-        spin::Mutex::new(value)
-    }
-    #[inline]
-    fn with<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
-        f(&mut self.lock())
-    }
-}
-
-impl<T: Send> BenchMutex<T> for spin::mutex::TicketMutex<T> {
-    fn new(value: T) -> Self {
-        spin::mutex::TicketMutex::new(value)
-    }
-    #[inline]
-    fn with<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
-        f(&mut self.lock())
-    }
-}
+impl<T, L: DataRwLock<T>> BenchRwLock<T> for L {}
 
 /// A family of mutexes: one lock algorithm, for any protected type.
-pub trait MutexKind {
-    /// The lock protecting a `T`.
-    type Mutex<T: Send>: BenchMutex<T>;
-}
-
+pub use numa_lock_registry::MutexFamily as MutexKind;
 /// A family of reader-writer locks: one algorithm, for any protected type.
-pub trait RwLockKind {
-    /// The lock protecting a `T`.
-    type RwLock<T: Send + Sync>: BenchRwLock<T>;
-}
+pub use numa_lock_registry::RwLockFamily as RwLockKind;
 
 /// `parking_lot` 0.13 `RawMutex` (word lock, spin then park; unfair: barging, fair
 /// hand-off only through `unlock_fair`. 0.13 removed the eventual fairness every
 /// 0.5 ms that 0.12 had, parking_lot's CHANGELOG, #533).
-pub struct ParkingLot;
-impl MutexKind for ParkingLot {
-    type Mutex<T: Send> = lock_api::Mutex<parking_lot::RawMutex, T>;
-}
+pub type ParkingLot = LockApi<parking_lot::RawMutex>;
 
 /// `std::sync::Mutex` (futex-based on Linux).
-pub struct Std;
-impl MutexKind for Std {
-    type Mutex<T: Send> = std::sync::Mutex<T>;
-}
+pub type Std = registry::StdMutex;
 
 /// `spin::Mutex` 0.12 (test-and-set spinlock, no queue, no parking).
-pub struct Spin;
-impl MutexKind for Spin {
-    type Mutex<T: Send> = spin::Mutex<T>;
-}
+pub type Spin = registry::SpinMutex;
 
 /// `spin::TicketMutex` 0.12 (FIFO ticket spinlock, no parking).
-pub struct Ticket;
-impl MutexKind for Ticket {
-    type Mutex<T: Send> = spin::mutex::TicketMutex<T>;
-}
+pub type Ticket = registry::TicketMutex;
 
 /// `parking_lot` 0.13 `RawRwLock`.
-pub struct ParkingLotRw;
-impl RwLockKind for ParkingLotRw {
-    type RwLock<T: Send + Sync> = lock_api::RwLock<parking_lot::RawRwLock, T>;
-}
+pub type ParkingLotRw = LockApi<parking_lot::RawRwLock>;
 
 /// `std::sync::RwLock`.
-pub struct StdRw;
-impl RwLockKind for StdRw {
-    type RwLock<T: Send + Sync> = std::sync::RwLock<T>;
-}
+pub type StdRw = registry::StdRwLock;
 
-/// Every lock the benchmark knows, by its command-line name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum LockName {
-    /// `cna`: `numa_spin::RawMutex`, the CNA queue spinlock.
-    Cna,
-    /// `queued`: `numa_spin::RawQueuedMutex`, the same queue spinlock without NUMA ordering.
-    Queued,
-    /// `cst`: `cst_mutex::RawMutex`, the CST blocking mutex.
-    Cst,
-    /// `parking_lot`: `parking_lot::RawMutex`.
-    ParkingLot,
-    /// `std`: `std::sync::Mutex`.
-    Std,
-    /// `spin`: `spin::Mutex`.
-    Spin,
-    /// `ticket`: `spin::TicketMutex`.
-    Ticket,
-    /// `cst-rw`: `cst_mutex::RawRwLock`.
-    CstRw,
-    /// `parking_lot-rw`: `parking_lot::RawRwLock`.
-    ParkingLotRw,
-    /// `std-rw`: `std::sync::RwLock`.
-    StdRw,
-}
+/// A lock the benchmark knows, by its command-line name: a lock of the registry.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LockName(usize);
 
+#[allow(non_upper_case_globals)]
 impl LockName {
-    /// All names, mutexes first.
-    pub const ALL: [LockName; 10] = [
-        LockName::Cna,
-        LockName::Queued,
-        LockName::Cst,
-        LockName::ParkingLot,
-        LockName::Std,
-        LockName::Spin,
-        LockName::Ticket,
-        LockName::CstRw,
-        LockName::ParkingLotRw,
-        LockName::StdRw,
-    ];
+    /// `cna`: `numa_spin::RawMutex`, the CNA queue spinlock.
+    pub const Cna: LockName = LockName::named("cna");
+    /// `queued`: `numa_spin::RawQueuedMutex`, the same queue spinlock without NUMA ordering.
+    pub const Queued: LockName = LockName::named("queued");
+    /// `cst`: `cst_mutex::RawMutex`, the CST blocking mutex.
+    pub const Cst: LockName = LockName::named("cst");
+    /// `parking_lot`: `parking_lot::RawMutex`.
+    pub const ParkingLot: LockName = LockName::named("parking_lot");
+    /// `std`: `std::sync::Mutex`.
+    pub const Std: LockName = LockName::named("std");
+    /// `spin`: `spin::Mutex`.
+    pub const Spin: LockName = LockName::named("spin");
+    /// `ticket`: `spin::TicketMutex`.
+    pub const Ticket: LockName = LockName::named("ticket");
+    /// `cst-rw`: `cst_mutex::RawRwLock`.
+    pub const CstRw: LockName = LockName::named("cst-rw");
+    /// `parking_lot-rw`: `parking_lot::RawRwLock`.
+    pub const ParkingLotRw: LockName = LockName::named("parking_lot-rw");
+    /// `std-rw`: `std::sync::RwLock`.
+    pub const StdRw: LockName = LockName::named("std-rw");
+
+    /// All names, in registry order (mutexes first).
+    pub const ALL: [LockName; registry::LOCKS.len()] = {
+        let mut all = [LockName(0); registry::LOCKS.len()];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = LockName(i);
+            i += 1;
+        }
+        all
+    };
+
+    /// The registry lock called `name`; a compile-time error in a `const` if none.
+    const fn named(name: &str) -> LockName {
+        let mut i = 0;
+        while i < registry::LOCKS.len() {
+            let (a, b) = (registry::LOCKS[i].name.as_bytes(), name.as_bytes());
+            if a.len() == b.len() {
+                let mut k = 0;
+                while k < a.len() && a[k] == b[k] {
+                    k += 1;
+                }
+                if k == a.len() {
+                    return LockName(i);
+                }
+            }
+            i += 1;
+        }
+        panic!("no such lock in the registry")
+    }
+
+    /// The lock's registry entry.
+    pub fn info(self) -> &'static LockInfo {
+        &registry::LOCKS[self.0]
+    }
 
     /// The command-line name (`parking_lot`, `cst-rw`, ...).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            LockName::Cna => "cna",
-            LockName::Queued => "queued",
-            LockName::Cst => "cst",
-            LockName::ParkingLot => "parking_lot",
-            LockName::Std => "std",
-            LockName::Spin => "spin",
-            LockName::Ticket => "ticket",
-            LockName::CstRw => "cst-rw",
-            LockName::ParkingLotRw => "parking_lot-rw",
-            LockName::StdRw => "std-rw",
-        }
+    pub fn as_str(self) -> &'static str {
+        self.info().name
     }
 
     /// Whether this is a reader-writer lock (usable only by the `rwlock` workload).
-    pub const fn is_rwlock(self) -> bool {
-        matches!(
-            self,
-            LockName::CstRw | LockName::ParkingLotRw | LockName::StdRw
-        )
+    pub fn is_rwlock(self) -> bool {
+        self.info().shape.is_rwlock()
     }
 }
 
@@ -267,12 +175,17 @@ impl fmt::Display for LockName {
     }
 }
 
+impl fmt::Debug for LockName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl std::str::FromStr for LockName {
     type Err = crate::BenchError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        LockName::ALL
-            .into_iter()
-            .find(|l| l.as_str() == s)
+        registry::lock(s)
+            .map(|l| LockName(l.index))
             .ok_or_else(|| crate::BenchError::UnknownLock(s.to_owned()))
     }
 }
@@ -293,28 +206,72 @@ pub trait RwLockVisitor {
     fn visit<K: RwLockKind>(self, lock: LockName) -> Self::Output;
 }
 
+/// Adapts a [`MutexVisitor`] to the registry's visitor (rwlocks give `None`).
+struct Mutexes<V>(Option<V>);
+
+impl<V: MutexVisitor> Mutexes<V> {
+    fn go<K: MutexKind>(&mut self, lock: &'static LockInfo) -> Option<V::Output> {
+        let v = self.0.take().expect("one visit per dispatch");
+        Some(v.visit::<K>(LockName(lock.index)))
+    }
+}
+
+impl<V: MutexVisitor> LockApiVisitor for Mutexes<V> {
+    type Output = Option<V::Output>;
+    fn fair_mutex<R: FairMutex>(&mut self, lock: &'static LockInfo) -> Self::Output {
+        self.go::<LockApi<R>>(lock)
+    }
+    fn rwlock<R: FullRwLock>(&mut self, _: &'static LockInfo) -> Self::Output {
+        None
+    }
+}
+
+impl<V: MutexVisitor> Visitor for Mutexes<V> {
+    fn data_mutex<F: MutexFamily>(&mut self, lock: &'static LockInfo) -> Self::Output {
+        self.go::<F>(lock)
+    }
+    fn data_rwlock<F: RwLockFamily>(&mut self, _: &'static LockInfo) -> Self::Output {
+        None
+    }
+}
+
+/// Adapts a [`RwLockVisitor`] to the registry's visitor (mutexes give `None`).
+struct RwLocks<V>(Option<V>);
+
+impl<V: RwLockVisitor> RwLocks<V> {
+    fn go<K: RwLockKind>(&mut self, lock: &'static LockInfo) -> Option<V::Output> {
+        let v = self.0.take().expect("one visit per dispatch");
+        Some(v.visit::<K>(LockName(lock.index)))
+    }
+}
+
+impl<V: RwLockVisitor> LockApiVisitor for RwLocks<V> {
+    type Output = Option<V::Output>;
+    fn fair_mutex<R: FairMutex>(&mut self, _: &'static LockInfo) -> Self::Output {
+        None
+    }
+    fn rwlock<R: FullRwLock>(&mut self, lock: &'static LockInfo) -> Self::Output {
+        self.go::<LockApi<R>>(lock)
+    }
+}
+
+impl<V: RwLockVisitor> Visitor for RwLocks<V> {
+    fn data_mutex<F: MutexFamily>(&mut self, _: &'static LockInfo) -> Self::Output {
+        None
+    }
+    fn data_rwlock<F: RwLockFamily>(&mut self, lock: &'static LockInfo) -> Self::Output {
+        self.go::<F>(lock)
+    }
+}
+
 /// Calls `v.visit::<K>()` with the mutex family `lock` names; `None` for an rwlock name.
 pub fn dispatch_mutex<V: MutexVisitor>(lock: LockName, v: V) -> Option<V::Output> {
-    Some(match lock {
-        LockName::Cna => v.visit::<crate::ours::Cna>(lock),
-        LockName::Queued => v.visit::<crate::ours::Queued>(lock),
-        LockName::Cst => v.visit::<crate::ours::Cst>(lock),
-        LockName::ParkingLot => v.visit::<ParkingLot>(lock),
-        LockName::Std => v.visit::<Std>(lock),
-        LockName::Spin => v.visit::<Spin>(lock),
-        LockName::Ticket => v.visit::<Ticket>(lock),
-        LockName::CstRw | LockName::ParkingLotRw | LockName::StdRw => return None,
-    })
+    registry::visit(lock.info(), &mut Mutexes(Some(v)))
 }
 
 /// Calls `v.visit::<K>()` with the rwlock family `lock` names; `None` for a mutex name.
 pub fn dispatch_rwlock<V: RwLockVisitor>(lock: LockName, v: V) -> Option<V::Output> {
-    Some(match lock {
-        LockName::CstRw => v.visit::<crate::ours::CstRw>(lock),
-        LockName::ParkingLotRw => v.visit::<ParkingLotRw>(lock),
-        LockName::StdRw => v.visit::<StdRw>(lock),
-        _ => return None,
-    })
+    registry::visit(lock.info(), &mut RwLocks(Some(v)))
 }
 
 #[cfg(test)]
@@ -336,12 +293,34 @@ mod tests {
     impl MutexVisitor for Count {
         type Output = u64;
         fn visit<K: MutexKind>(self, _: LockName) -> u64 {
-            let m = <K::Mutex<u64> as BenchMutex<u64>>::new(0);
+            let m = <K::Mutex<u64> as DataMutex<u64>>::new(0);
             for _ in 0..10 {
-                m.with(|x| *x += 1);
+                BenchMutex::with(&m, |x| *x += 1);
             }
-            m.with(|x| *x)
+            BenchMutex::with(&m, |x| *x)
         }
+    }
+
+    #[test]
+    fn names_and_order_unchanged() {
+        let names: Vec<_> = LockName::ALL.iter().map(|l| l.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "cna",
+                "queued",
+                "cst",
+                "parking_lot",
+                "std",
+                "spin",
+                "ticket",
+                "cst-rw",
+                "parking_lot-rw",
+                "std-rw"
+            ]
+        );
+        assert_eq!(LockName::ParkingLotRw.as_str(), "parking_lot-rw");
+        assert!(LockName::StdRw.is_rwlock() && !LockName::Ticket.is_rwlock());
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! handoffs, secondary-queue flushes. `cst` and `cst-rw` report the number of
 //! snodes the lock allocated (nodes that contended on it).
 
-use crate::locks::{LockStats, MutexKind, RawStats, RwLockKind};
+use std::any::Any;
+
+use crate::locks::LockStats;
+use numa_lock_registry::LockApi;
 
 #[cfg(feature = "lock-stats")]
 fn spin_stats(s: numa_spin::Stats) -> LockStats {
@@ -21,69 +24,38 @@ fn spin_stats(s: numa_spin::Stats) -> LockStats {
     .collect()
 }
 
-#[cfg(feature = "lock-stats")]
-impl RawStats for numa_spin::RawMutex {
-    fn raw_stats(&self) -> Option<LockStats> {
-        Some(spin_stats(self.stats()))
+/// The counters of a raw lock (`lock_api`'s raw lock inside a benchmark lock), for
+/// the locks that keep any: numa-spin's with `lock-stats` (without it the lock is
+/// measured as users get it: no counters), cst-mutex's snode counts.
+pub fn raw_stats(raw: &dyn Any) -> Option<LockStats> {
+    #[cfg(feature = "lock-stats")]
+    {
+        if let Some(l) = raw.downcast_ref::<numa_spin::RawMutex>() {
+            return Some(spin_stats(l.stats()));
+        }
+        if let Some(l) = raw.downcast_ref::<numa_spin::RawQueuedMutex>() {
+            return Some(spin_stats(l.stats()));
+        }
     }
-}
-
-#[cfg(feature = "lock-stats")]
-impl RawStats for numa_spin::RawQueuedMutex {
-    fn raw_stats(&self) -> Option<LockStats> {
-        Some(spin_stats(self.stats()))
-    }
-}
-
-/// Without `lock-stats` the lock is measured as users get it: no counters.
-#[cfg(not(feature = "lock-stats"))]
-impl RawStats for numa_spin::RawMutex {}
-
-/// Without `lock-stats` the lock is measured as users get it: no counters.
-#[cfg(not(feature = "lock-stats"))]
-impl RawStats for numa_spin::RawQueuedMutex {}
-
-impl RawStats for cst_mutex::RawMutex {
-    fn raw_stats(&self) -> Option<LockStats> {
-        Some(
-            [("snodes".to_owned(), self.snode_count() as u64)]
-                .into_iter()
-                .collect(),
-        )
-    }
-}
-
-impl RawStats for cst_mutex::RawRwLock {
-    fn raw_stats(&self) -> Option<LockStats> {
-        Some(
-            [("snodes".to_owned(), self.snode_count() as u64)]
-                .into_iter()
-                .collect(),
-        )
-    }
+    let snodes = if let Some(l) = raw.downcast_ref::<cst_mutex::RawMutex>() {
+        l.snode_count()
+    } else if let Some(l) = raw.downcast_ref::<cst_mutex::RawRwLock>() {
+        l.snode_count()
+    } else {
+        return None;
+    };
+    Some([("snodes".to_owned(), snodes as u64)].into_iter().collect())
 }
 
 /// `cna`: `numa_spin::RawMutex`, the CNA queue spinlock.
-pub struct Cna;
-impl MutexKind for Cna {
-    type Mutex<T: Send> = lock_api::Mutex<numa_spin::RawMutex, T>;
-}
+pub type Cna = LockApi<numa_spin::RawMutex>;
 
 /// `queued`: `numa_spin::RawQueuedMutex`, the same queue spinlock without the
 /// secondary queue (the NUMA-oblivious baseline, like the stock qspinlock).
-pub struct Queued;
-impl MutexKind for Queued {
-    type Mutex<T: Send> = lock_api::Mutex<numa_spin::RawQueuedMutex, T>;
-}
+pub type Queued = LockApi<numa_spin::RawQueuedMutex>;
 
 /// `cst`: `cst_mutex::RawMutex`, the CST cohort blocking mutex.
-pub struct Cst;
-impl MutexKind for Cst {
-    type Mutex<T: Send> = lock_api::Mutex<cst_mutex::RawMutex, T>;
-}
+pub type Cst = LockApi<cst_mutex::RawMutex>;
 
 /// `cst-rw`: `cst_mutex::RawRwLock`, the CST reader-writer lock.
-pub struct CstRw;
-impl RwLockKind for CstRw {
-    type RwLock<T: Send + Sync> = lock_api::RwLock<cst_mutex::RawRwLock, T>;
-}
+pub type CstRw = LockApi<cst_mutex::RawRwLock>;
