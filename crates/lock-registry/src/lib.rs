@@ -536,7 +536,12 @@ mod tests {
     #[test]
     fn type_names() {
         assert!(lock("cna").unwrap().type_name().starts_with("numa_spin::"));
-        assert!(lock("cst").unwrap().caps().has(Caps::CONDVAR.with(Caps::TIMED)));
+        assert!(
+            lock("cst")
+                .unwrap()
+                .caps()
+                .has(Caps::CONDVAR.with(Caps::TIMED))
+        );
         assert!(!lock("std").unwrap().shape.is_lock_api());
     }
 }

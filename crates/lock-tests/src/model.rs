@@ -316,7 +316,7 @@ impl<'a> Worker<'a> {
     }
 
     /// xorshift64: a cheap per-thread PRNG (Marsaglia 2003).
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.rng;
         x ^= x << 13;
         x ^= x >> 7;
@@ -327,19 +327,19 @@ impl<'a> Worker<'a> {
 
     /// True with probability 1/n.
     pub fn chance(&mut self, n: u64) -> bool {
-        self.next().is_multiple_of(n)
+        self.next_u64().is_multiple_of(n)
     }
 
     /// A duration uniform in [0, max_us) microseconds.
     pub fn micros(&mut self, max_us: u64) -> Duration {
-        Duration::from_micros(self.next() % max_us)
+        Duration::from_micros(self.next_u64() % max_us)
     }
 
     /// Moves the calling thread to another virtual node (a migration, which
     /// makes any node the lock remembered stale) and returns the old node.
     pub fn migrate(&mut self) -> usize {
         let old = self.node;
-        self.node = (self.node + 1 + (self.next() as usize % (NODES - 1))) % NODES;
+        self.node = (self.node + 1 + (self.next_u64() as usize % (NODES - 1))) % NODES;
         numa_topology::set_current_thread_node(Some(self.node));
         old
     }

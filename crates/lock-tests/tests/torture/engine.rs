@@ -60,7 +60,7 @@ struct RunState<L> {
 }
 
 fn pick(weights: &[u32], total_weight: u32, w: &mut Worker<'_>) -> usize {
-    let mut x = (w.next() % u64::from(total_weight)) as u32;
+    let mut x = (w.next_u64() % u64::from(total_weight)) as u32;
     for (i, &weight) in weights.iter().enumerate() {
         if x < weight {
             return i;

@@ -140,11 +140,11 @@ pub const CHURN_MAX_HELPERS: usize = 4;
 /// sometimes locks it and forgets the guard, then drops it.
 pub fn churn<L: HasMutex>(_: &L, w: &mut Worker<'_>) {
     let m = Mutex::<L::R, Shared>::new(Shared::new());
-    let helpers = 2 + (w.next() as usize % (CHURN_MAX_HELPERS - 1));
+    let helpers = 2 + (w.next_u64() as usize % (CHURN_MAX_HELPERS - 1));
     let checker = w.checker();
     thread::scope(|s| {
         for k in 0..helpers {
-            let (m, seed, id) = (&m, w.next(), w.id * 1000 + k + 1);
+            let (m, seed, id) = (&m, w.next_u64(), w.id * 1000 + k + 1);
             s.spawn(move || {
                 count_this_thread(true);
                 let mut hw = Worker::new(id, seed, checker);

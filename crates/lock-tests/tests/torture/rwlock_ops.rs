@@ -107,7 +107,7 @@ pub fn panic_in_cs<R: RawRwLock>(l: &Rw<R>, w: &mut Worker<'_>) {
 
 /// Fair unlocks and bumps in both modes (`RawRwLockFair`).
 pub fn fair<R: RawRwLockFair>(l: &Rw<R>, w: &mut Worker<'_>) {
-    match w.next() % 4 {
+    match w.next_u64() % 4 {
         0 => {
             let g = l.write();
             g.exclusive_section(w, "write unlock_fair");
@@ -235,11 +235,11 @@ const CHURN_ROUNDS: u64 = 40;
 /// allocated), checks it, sometimes forgets a read or write guard, drops it.
 pub fn churn<R: RawRwLock + Send + Sync + 'static>(_: &Rw<R>, w: &mut Worker<'_>) {
     let l = Rw::<R>::new(Shared::new());
-    let helpers = 2 + (w.next() as usize % (CHURN_MAX_HELPERS - 1));
+    let helpers = 2 + (w.next_u64() as usize % (CHURN_MAX_HELPERS - 1));
     let checker = w.checker();
     thread::scope(|s| {
         for k in 0..helpers {
-            let (l, seed, id) = (&l, w.next(), w.id * 1000 + k + 1);
+            let (l, seed, id) = (&l, w.next_u64(), w.id * 1000 + k + 1);
             s.spawn(move || {
                 count_this_thread(true);
                 let mut hw = Worker::new(id, seed, checker);
@@ -257,7 +257,7 @@ pub fn churn<R: RawRwLock + Send + Sync + 'static>(_: &Rw<R>, w: &mut Worker<'_>
             "rw churn: lock held after its helpers finished"
         )),
     }
-    match w.next() % 3 {
+    match w.next_u64() % 3 {
         // Dropping a held lock after forgetting its guard is allowed.
         0 => mem::forget(l.read()),
         1 => mem::forget(l.write()),
