@@ -78,7 +78,15 @@ impl Conditions {
         } else {
             s.push_str("# cost model: off (no remote penalty)\n");
         }
-        let _ = writeln!(s, "# window per point: {:.2} s", self.duration_s);
+        if self.repeat > 1 {
+            let _ = writeln!(
+                s,
+                "# window per run: {:.2} s ({} runs per point)",
+                self.duration_s, self.repeat
+            );
+        } else {
+            let _ = writeln!(s, "# window per point: {:.2} s", self.duration_s);
+        }
         let _ = writeln!(
             s,
             "# acquire latency: 1 in {} acquisitions timed; each sample includes ~{} ns of clock overhead",
@@ -318,6 +326,10 @@ mod tests {
         );
         assert!(h.contains("ABOVE the CPU count"), "{h}");
         assert!(h.contains("repeats: 3 per point, interleaved"), "{h}");
+        assert!(
+            h.contains("window per run: 1.00 s (3 runs per point)"),
+            "{h}"
+        );
         assert!(h.contains("# 1 hog threads"), "{h}");
         assert!(h.contains("# workload kv: keys=10"), "{h}");
         c.remote_penalty_ns = 300;
