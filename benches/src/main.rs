@@ -170,7 +170,7 @@ struct CompareArgs {
     /// Thread counts, comma-separated (default 1,2,CPUs,4xCPUs,16xCPUs).
     #[arg(long, value_delimiter = ',')]
     threads: Option<Vec<usize>>,
-    /// Window per point (default: the budget, 150 s or 14 s with --quick, over the points).
+    /// Window per run (default: the budget, 150 s or 14 s with --quick, over points x repeats).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Runs per point, interleaved (every point once, then again); the table,
