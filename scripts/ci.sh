@@ -54,12 +54,22 @@ for f in points.json points.csv table.txt locktorture_throughput.svg locktorture
     kv_throughput.svg kv_fairness.svg; do
     [ -s "target/compare-smoke/$f" ] || { echo "compare --quick did not write $f"; exit 1; }
 done
+grep -q '"raw_repeats"' target/compare-smoke/points.json || { echo "points.json has no repeats"; exit 1; }
+head -1 target/compare-smoke/points.csv | grep -q throughput_min || { echo "points.csv has no spread"; exit 1; }
+# A result compared with itself: every point matches, every ratio is 1.
+cargo run --release -p numa-bench -- diff target/compare-smoke target/compare-smoke
 
 step "torture test (TORTURE_SECS=60 split over every lock; #[ignore]d in the plain test run)"
 TORTURE_SECS=60 cargo test --workspace --all-features --release --test torture -- --ignored
 
 step "fuzz smoke run (30 s per target, nightly + cargo-fuzz; says skipped without nightly)"
 FUZZ_SECS=30 scripts/fuzz.sh
+
+step "packages: cargo package, cargo test from each unpacked package, a lock_api 0.4 downstream crate (no loom in its lockfile)"
+scripts/package-check.sh
+
+step "portability: numa-bench without hwloc (PKG_CONFIG_LIBDIR=/nonexistent), MSRV, installed targets"
+scripts/portability-check.sh
 
 step "AddressSanitizer: lock crates' tests (nightly; ASAN_TORTURE_SECS=N adds a torture run)"
 ASAN_TORTURE_SECS=${ASAN_TORTURE_SECS:-0} scripts/asan.sh

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 step() { printf '\n==> %s\n' "$*"; }
 
-crates=(numa-topology numa-spin cst-mutex numa-bench)
+crates=(numa-topology numa-spin cst-mutex numa-lock-registry numa-bench)
 version=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="numa-spin"))')
 

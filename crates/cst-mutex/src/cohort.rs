@@ -34,7 +34,8 @@
 //!   the snode's queue lock, the woken thread leaves the parked counts and
 //!   the lock is released in the same atomic step (barging: the woken thread
 //!   competes with running ones), or, for a node whose fairness deadline
-//!   (0.5 ms by default, parking_lot's eventual fairness) has passed and on
+//!   (0.5 ms by default, the period parking_lot 0.12 used for its eventual
+//!   fairness) has passed and on
 //!   `unlock_fair`, handed off: the lock stays locked and ownership passes.
 //!   If the picked snode has nobody left (its waiter timed out), nothing
 //!   changed and the unlocker picks again; the lock is never released with
@@ -260,7 +261,7 @@ impl Cohort {
                 }
                 // Count ourselves in the snode first: an unlocker that reads the
                 // new state (Acquire) also sees the snode count.
-                snode.parked.fetch_add(1, Ordering::Relaxed);
+                snode.hot.parked.fetch_add(1, Ordering::Relaxed);
                 match self.state.compare_exchange_weak(
                     s,
                     s + PARKED_ONE,
@@ -269,14 +270,14 @@ impl Cohort {
                 ) {
                     Ok(_) => return true,
                     Err(x) => {
-                        snode.parked.fetch_sub(1, Ordering::Relaxed);
+                        snode.hot.parked.fetch_sub(1, Ordering::Relaxed);
                         s = x;
                     }
                 }
             }
         };
         let timed_out = |_key: usize, _last: bool| {
-            snode.parked.fetch_sub(1, Ordering::Relaxed);
+            snode.hot.parked.fetch_sub(1, Ordering::Relaxed);
             self.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
         };
         // SAFETY:
@@ -366,13 +367,15 @@ impl Cohort {
     /// the thread competes. Returns whether a thread was woken; if not, the
     /// caller still holds the lock.
     fn wake_one(&self, target: &Snode, fair: bool) -> bool {
+        // Outside the queue lock (the callback runs under it).
+        let now = config::fairness_now();
         let callback = |r: sync::UnparkResult| {
             if r.unparked_threads == 0 {
                 return TOKEN_NORMAL;
             }
             // Relaxed: changed only under this queue lock, which orders it.
-            target.parked.fetch_sub(1, Ordering::Relaxed);
-            if fair || config::fairness_due(target) {
+            target.hot.parked.fetch_sub(1, Ordering::Relaxed);
+            if fair || config::fairness_due(target, now) {
                 // Relaxed: the lock stays locked and ownership moves to the
                 // woken thread, which synchronizes with us through the parking
                 // lot's unpark (token handoff), not through this word.
@@ -416,10 +419,10 @@ impl Cohort {
         let own = self.snodes.find(node);
         let bound = config::batch_bound();
         if let Some(o) = own
-            && o.parked.load(Ordering::Relaxed) != 0
-            && o.batch.load(Ordering::Relaxed) < bound
+            && o.hot.parked.load(Ordering::Relaxed) != 0
+            && o.hot.batch.load(Ordering::Relaxed) < bound
         {
-            o.batch.fetch_add(1, Ordering::Relaxed);
+            o.hot.batch.fetch_add(1, Ordering::Relaxed);
             return Some(o);
         }
         let start = match own {
@@ -428,11 +431,11 @@ impl Cohort {
         };
         let mut cur = start;
         loop {
-            if cur.parked.load(Ordering::Relaxed) != 0 {
+            if cur.hot.parked.load(Ordering::Relaxed) != 0 {
                 if let Some(o) = own {
-                    o.batch.store(0, Ordering::Relaxed);
+                    o.hot.batch.store(0, Ordering::Relaxed);
                 }
-                cur.batch.store(0, Ordering::Relaxed);
+                cur.hot.batch.store(0, Ordering::Relaxed);
                 return Some(cur);
             }
             cur = self.snodes.next_cyclic(cur)?;

@@ -88,41 +88,46 @@ pub fn fairness_timeout() -> Duration {
     Duration::from_nanos(FAIRNESS_NS.load(StdOrdering::Relaxed))
 }
 
-/// Whether a waiter of `snode` is owed a direct handoff now: a whole
-/// fairness period (the current [`fairness_timeout`]) has passed since the
-/// node's period started; if so, or if no period was started yet, starts the
-/// next one. Called under the queue lock `snode`'s waiters sleep on. Never
-/// true under loom (time is not modelled; the models use `unlock_fair`).
+/// Whether a waiter of `snode` is owed a direct handoff at `now`
+/// ([`fairness_now`]): a whole fairness period (the current
+/// [`fairness_timeout`]) has passed since the node's period started; if so,
+/// or if no period was started yet, starts the next one. Called under the
+/// queue lock `snode`'s waiters sleep on (with a clock read taken before it).
 ///
 /// Times are `u64` nanoseconds since a process epoch on every target (no
 /// wrap for 584 years), and the period start is stored rather than a
 /// deadline, so a huge timeout never pins a deadline: setting the timeout
 /// back takes effect at the next check.
-pub(crate) fn fairness_due(snode: &Snode) -> bool {
+pub(crate) fn fairness_due(snode: &Snode, now: u64) -> bool {
+    use crate::sync::Ordering;
+    // Relaxed: the field is only accessed under the same queue lock.
+    let since = snode.hot.fair_since_ns.load(Ordering::Relaxed);
+    let period = FAIRNESS_NS.load(StdOrdering::Relaxed);
+    // `now >= since` up to the clock reads racing outside the queue lock; a
+    // period that seems negative is simply not over.
+    let due = since != 0 && now.saturating_sub(since) >= period;
+    if since == 0 || due {
+        // Relaxed: as above.
+        snode.hot.fair_since_ns.store(now, Ordering::Relaxed);
+    }
+    due
+}
+
+/// The fairness clock: ns since a process epoch, + 1 (0 means "no period
+/// started"). Read by the unlocker *before* it takes a parking-lot queue lock,
+/// so no clock read runs under a queue lock. Under loom: a per-thread logical
+/// clock advancing 1 ms per read, so the models reach the fairness handoff.
+pub(crate) fn fairness_now() -> u64 {
     #[cfg(numa_loom)]
     {
-        let _ = snode;
-        false
+        crate::sync::logical_now_ns(1_000_000)
     }
     #[cfg(not(numa_loom))]
     {
-        use crate::sync::Ordering;
         use std::sync::OnceLock;
         use std::time::Instant;
         static EPOCH: OnceLock<Instant> = OnceLock::new();
-        // + 1: 0 means "no period started".
-        let now = u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos())
-            .unwrap_or(u64::MAX - 1)
-            + 1;
-        // Relaxed: the field is only accessed under the same queue lock.
-        let since = snode.fair_since_ns.load(Ordering::Relaxed);
-        let period = FAIRNESS_NS.load(StdOrdering::Relaxed);
-        // `now >= since`: the clock is monotonic and the lock orders the calls.
-        let due = since != 0 && now.saturating_sub(since) >= period;
-        if since == 0 || due {
-            // Relaxed: as above.
-            snode.fair_since_ns.store(now, Ordering::Relaxed);
-        }
-        due
+        u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
+            + 1
     }
 }

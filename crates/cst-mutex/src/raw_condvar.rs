@@ -127,7 +127,7 @@ impl RawCondvar {
                 // its parked counts, under its requeue queue's lock, snode
                 // first (as every waiter leaving does). Relaxed: both are
                 // changed under this queue lock or by RMWs on the same word.
-                requeued.parked.fetch_sub(1, Ordering::Relaxed);
+                requeued.hot.parked.fetch_sub(1, Ordering::Relaxed);
                 mutex.cohort.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
             }
         };
@@ -247,14 +247,14 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
                 // an unlock that picks the pseudo-snode unparks from the
                 // requeue queue, whose lock we hold, so it finds them. The
                 // parked count must not overflow into the reader bits.
-                // Relaxed: `rq.parked` changes only under the requeue queue lock.
-                rq.parked.fetch_add(moved, Ordering::Relaxed);
+                // Relaxed: `rq.hot.parked` changes only under the requeue queue lock.
+                rq.hot.parked.fetch_add(moved, Ordering::Relaxed);
                 let state = &mutex.cohort.state;
                 // Relaxed: a first guess for the CAS.
                 let mut s = state.load(Ordering::Relaxed);
                 loop {
                     if parked_count(s) + moved > PARKED_MAX {
-                        rq.parked.fetch_sub(moved, Ordering::Relaxed);
+                        rq.hot.parked.fetch_sub(moved, Ordering::Relaxed);
                         wake_all = true;
                         return RequeueOp::Abort;
                     }

@@ -10,25 +10,40 @@
 //! unlocker moves the lock to the next snode in this cyclic order that has
 //! waiters (see `RawMutex::unlock_slow`).
 //!
-//! Layout: the hot waiting state (parked count, batch counter,
-//! fairness deadline) fills one 64-byte line, so one snode is exactly
-//! 128 bytes (2 cache lines, the second one holds the reader counter of a
-//! `RawRwLock`, which therefore never shares a line with the waiter state).
+//! Layout: three cache-line groups (see [`Snode`]): the read-mostly identity,
+//! the hot waiting counters, the reader counter; 384 bytes on x86-64 (128-byte
+//! `CachePadded` groups), 192 bytes where lines are 64 bytes and not paired.
 
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crossbeam_utils::CachePadded;
 use std::ptr;
 
 /// One NUMA node's share of a contended lock.
 ///
 /// Parked waiters of the node park on the snode's address (key
-/// [`Snode::park_key`]); the counters below are kept under that parking
-/// queue's lock (`parked`, `fair_since_ns`) or by the lock holder (`batch`).
-#[repr(C, align(64))]
+/// [`Snode::park_key`]); the counters in [`Snode::hot`] are kept under that
+/// parking queue's lock (`parked`, `fair_since_ns`) or by the lock holder
+/// (`batch`).
+///
+/// Three cache-line groups (`CachePadded`: 128 bytes on x86-64, where the
+/// adjacent-line prefetcher pairs 64-byte lines): the read-mostly identity
+/// (`node`, `next`) that every unlock's walk reads, the hot waiting counters,
+/// and the reader counter of a `RawRwLock`. A write to a counter then never
+/// invalidates the line other unlockers walk, nor the readers' line.
+#[repr(C)]
 pub(crate) struct Snode {
     /// The NUMA node (OS index) of this snode. Immutable.
     pub(crate) node: usize,
     /// Next snode in the lock's list (older). Immutable once published.
     pub(crate) next: *mut Snode,
+    /// The waiting counters, on their own line.
+    pub(crate) hot: CachePadded<Hot>,
+    /// The per-node reader counter of `RawRwLock`, on its own line.
+    pub(crate) readers: CachePadded<ReaderLine>,
+}
+
+/// The waiting counters of an snode.
+pub(crate) struct Hot {
     /// Threads of this node parked on [`Snode::park_key`]. Changed only under
     /// that key's parking-lot queue lock; read racily as a hint.
     pub(crate) parked: AtomicUsize,
@@ -40,12 +55,9 @@ pub(crate) struct Snode {
     /// direct handoff once a period has passed. `u64` on every target.
     /// Accessed only under the queue lock its waiters sleep on.
     pub(crate) fair_since_ns: AtomicU64,
-    /// Second cache line: the per-node reader counter of `RawRwLock`.
-    pub(crate) readers: ReaderLine,
 }
 
-/// The per-node reader counter on its own cache line.
-#[repr(C, align(64))]
+/// The per-node reader counter (on its own line, see [`Snode::readers`]).
 pub(crate) struct ReaderLine {
     /// Readers of this node inside the lock (registered on this counter).
     pub(crate) count: AtomicUsize,
@@ -56,12 +68,14 @@ impl Snode {
         Snode {
             node,
             next,
-            parked: AtomicUsize::new(0),
-            batch: AtomicU32::new(0),
-            fair_since_ns: AtomicU64::new(0),
-            readers: ReaderLine {
+            hot: CachePadded::new(Hot {
+                parked: AtomicUsize::new(0),
+                batch: AtomicU32::new(0),
+                fair_since_ns: AtomicU64::new(0),
+            }),
+            readers: CachePadded::new(ReaderLine {
                 count: AtomicUsize::new(0),
-            },
+            }),
         }
     }
 

@@ -199,6 +199,17 @@ pub(crate) unsafe fn unpark_requeue(
 }
 
 /// Test hook for loom models: sets the NUMA node of the calling loom thread.
+/// Under loom: a per-thread logical clock (ns, starting above 0) advancing
+/// `tick` per read, so time-based decisions are deterministic in the models.
+#[cfg(numa_loom)]
+pub(crate) fn logical_now_ns(tick: u64) -> u64 {
+    loom_impl::CLOCK.with(|c| {
+        let t = c.get() + tick;
+        c.set(t);
+        t
+    })
+}
+
 #[cfg(numa_loom)]
 pub(crate) fn set_loom_node(node: usize) {
     loom_impl::NODE.with(|n| n.set(node));
@@ -227,6 +238,7 @@ mod loom_impl {
     model::thread_local! {
         pub(super) static NODE: Cell<usize> = Cell::new(0);
         pub(super) static SPIN: Cell<u32> = Cell::new(0);
+        pub(super) static CLOCK: Cell<u64> = Cell::new(0);
     }
 
     struct Waiter {

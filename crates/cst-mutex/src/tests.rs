@@ -13,15 +13,25 @@ fn state(m: &Mutex<impl Sized>) -> usize {
     unsafe { m.raw() }.cohort.state.load(Ordering::SeqCst)
 }
 
+/// The identity, the waiting counters and the reader counter each on lines
+/// of their own (`CachePadded`), so a counter write never invalidates the
+/// line that unlockers walk.
 #[test]
-fn snode_is_two_cache_lines() {
-    assert_eq!(std::mem::size_of::<Snode>(), 128);
-    assert_eq!(std::mem::align_of::<Snode>(), 64);
+fn snode_groups_are_on_separate_lines() {
+    use crossbeam_utils::CachePadded;
+    let line = std::mem::align_of::<CachePadded<u8>>();
+    assert!(line >= 64);
+    assert_eq!(
+        std::mem::offset_of!(Snode, hot),
+        line,
+        "identity shares the counters' line"
+    );
     assert_eq!(
         std::mem::offset_of!(Snode, readers),
-        64,
+        2 * line,
         "reader counter not on its own line"
     );
+    assert_eq!(std::mem::size_of::<Snode>(), 3 * line);
 }
 
 #[test]
@@ -43,7 +53,7 @@ fn timed_out_waiters_leave_no_trace() {
     assert_eq!(state(&m), LOCKED_BIT, "timed-out waiter left bits behind");
     // SAFETY: only reads the snodes.
     for s in unsafe { m.raw() }.cohort.snodes.iter() {
-        assert_eq!(s.parked.load(Ordering::SeqCst), 0);
+        assert_eq!(s.hot.parked.load(Ordering::SeqCst), 0);
     }
     drop(g);
     assert_eq!(state(&m), 0);
@@ -188,7 +198,7 @@ fn overdue_waiter_gets_direct_handoff() {
     }
     let snode = raw.cohort.snodes.find(1).expect("waiter's snode");
     // Period started long ago: the next wake-up of node 1 is owed a handoff.
-    snode.fair_since_ns.store(1, Ordering::SeqCst);
+    snode.hot.fair_since_ns.store(1, Ordering::SeqCst);
     drop(g);
     assert!(
         m.try_lock().is_none(),
@@ -268,13 +278,13 @@ fn huge_fairness_timeout_does_not_pin_the_deadline() {
     let l = crate::RawMutex::new();
     let snode = l.cohort.snodes.get_or_insert(1);
     crate::set_fairness_timeout(Duration::from_nanos(u64::MAX)).unwrap();
-    crate::config::fairness_due(snode); // starts a period
-    crate::config::fairness_due(snode);
+    crate::config::fairness_due(snode, crate::config::fairness_now()); // starts a period
+    crate::config::fairness_due(snode, crate::config::fairness_now());
     crate::set_fairness_timeout(Duration::from_micros(1)).unwrap();
     thread::sleep(Duration::from_millis(2));
-    let due = crate::config::fairness_due(snode) || {
+    let due = crate::config::fairness_due(snode, crate::config::fairness_now()) || {
         thread::sleep(Duration::from_millis(2));
-        crate::config::fairness_due(snode)
+        crate::config::fairness_due(snode, crate::config::fairness_now())
     };
     crate::set_fairness_timeout(crate::DEFAULT_FAIRNESS_TIMEOUT).unwrap();
     assert!(due, "eventual fairness stayed off after a huge timeout");

@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-/// Counts live allocations with the snode layout (128 bytes, 64-byte aligned),
-/// which nothing else in these tests allocates.
+/// Counts live allocations with the snode layout (three `CachePadded` line
+/// groups: 384 bytes aligned to 128 on x86-64), which nothing else in these
+/// tests allocates.
 struct Counting;
 
 static SNODES_LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -33,7 +34,8 @@ fn allocations_in(f: impl FnOnce()) -> usize {
 }
 
 fn is_snode(l: Layout) -> bool {
-    l.size() == 128 && l.align() == 64
+    let line = std::mem::align_of::<crossbeam_utils::CachePadded<u8>>();
+    l.size() == 3 * line && l.align() == line
 }
 
 // SAFETY: forwards to `System`, only counting on the side.
@@ -158,7 +160,12 @@ fn snodes_are_lazy_and_freed() {
             thread::yield_now();
         }
         // The waiter must allocate its node's snode before it can wait.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while SNODES_LIVE.load(Ordering::SeqCst) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no snode-shaped allocation seen in 60 s while a waiter waits"
+            );
             thread::yield_now();
         }
         drop(holder);

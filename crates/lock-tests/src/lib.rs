@@ -18,6 +18,11 @@
 //! Threads are placed on virtual NUMA nodes with
 //! [`numa_topology::set_current_thread_node`], so NUMA-aware locks take their NUMA
 //! paths on a one-node machine. No test asserts on time.
+//!
+//! Empty in model builds (`--cfg numa_loom`): the loom and shuttle tests of the
+//! lock crates build their dev-dependencies too, and the locks there are the
+//! models' (no `const` constructors, no `lock_api` impls).
+#![cfg(not(numa_loom))]
 
 pub mod condvar;
 pub mod model;

@@ -18,11 +18,12 @@
 //!
 //! # When not to use it
 //!
-//! - **Oversubscribed machines** (more runnable threads than CPUs), long critical
-//!   sections, or threads that block while holding the lock: this is a *spinlock*.
-//!   Waiters spin, then yield, but never sleep, and a queued waiter that is
-//!   descheduled delays the ones behind it. Use `cst-mutex` (spin-then-park, NUMA
-//!   aware) there, or `parking_lot`.
+//! - Long critical sections, or threads that block while holding the lock: the
+//!   queue head spins and yields for as long as the lock is held (only the
+//!   waiters behind it park, see [`WaitPolicy`]), and a FIFO hand-off to a
+//!   waiter that is not running waits for it to be scheduled. On oversubscribed
+//!   machines (more runnable threads than CPUs) prefer `cst-mutex` (spin, then
+//!   park, NUMA aware) or `parking_lot`.
 //! - One-node machines gain nothing from the reordering ([`RawQueuedMutex`] is the
 //!   same lock without it; `parking_lot::Mutex` is as fast uncontended and sleeps).
 //!

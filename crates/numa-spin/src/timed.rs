@@ -16,7 +16,8 @@
 //!
 //! Timed waiters honour `NO_STEAL`: once the queue head has waited
 //! `steal_bound_ns` (10 us by default), they, like every newcomer, cannot take the
-//! lock until the head has. So a timed waiter can starve while the lock is
+//! lock until the head has, while the head is running (it lifts the flag while it
+//! yields its CPU). So a timed waiter can starve while the lock is
 //! continuously contended by queued waiters: each release goes to the queue first
 //! once the steal bound is reached, and the timed waiter only wins a lock it finds
 //! free with stealing allowed. Under strict FIFO (`steal_bound_ns = 0`) it succeeds
