@@ -262,13 +262,16 @@ impl Registry {
         }
         let layout = segment_layout(k);
         let base = Self::new_segment(layout, k)?;
-        // AcqRel on success: Release publishes the nodes' initialization to
-        // `node`'s Acquire load. Acquire on failure: we then use the winner's
-        // segment, whose initialization must be visible.
+        // Release on success: publishes the nodes' initialization to `node`'s
+        // Acquire load. Not AcqRel: a successful CAS read null, and the only null
+        // ever stored is the initial value (a segment is never unpublished while
+        // the registry is shared), which no release wrote, so an Acquire there
+        // would synchronize with nothing. Acquire on failure: we then use the
+        // winner's segment, whose initialization must be visible.
         match self.segments[k].compare_exchange(
             std::ptr::null_mut(),
             base,
-            StdOrdering::AcqRel,
+            StdOrdering::Release,
             StdOrdering::Acquire,
         ) {
             Ok(_) => Some(base),
