@@ -10,7 +10,11 @@
 //!
 //! The queue scenarios sequence the arrivals (each thread waits until the tail word
 //! names the previous one) so a model explores the interesting interleavings of the
-//! hand-offs rather than every arrival order.
+//! hand-offs rather than every arrival order; the last ones add arrivals that race
+//! the releases and hand-offs (a new waiter behind the swung secondary tail, a new
+//! arrival spliced behind the flushed secondary queue), so that a waiter's node
+//! reaches a head through the queue links alone. Each scenario with a branch of
+//! interest counts the executions that took it and asserts the count is not 0.
 #![cfg(numa_loom)]
 
 use loom::cell::UnsafeCell;
@@ -173,12 +177,21 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 
 /// Runs a model; `preemptions` overrides `LOOM_MAX_PREEMPTIONS`.
 ///
-/// The four-thread queue scenarios (a holder and three waiters, the fewest that
-/// can build a secondary queue) use `Some(0)`: loom then explores every value each
-/// load may read under the C11 model and every schedule reachable through yields,
-/// blocking and thread exits, but no preemptions. With preemptions, loom's DPOR
-/// explores schedules in which a waiter spins unboundedly while the thread it waits
-/// for stays preempted, and never finishes (measured: > 10 min at bound 1).
+/// The scenarios with three or four queued waiters (the fewest that can build a
+/// secondary queue) use `Some(1)`. Queued waiters park (the models' spin budget is
+/// 0), but queue heads spin and yield, and whenever two threads spin at once while
+/// a preemption is still in the budget, loom's DPOR explores unbounded alternations
+/// between them while the thread they wait for stays runnable but unscheduled
+/// (tokio-rs/loom#53): the spin limit trips or the model never ends (measured: the
+/// secondary-queue scenarios pass at bound 1 in under a second each and run for
+/// more than 15 min at bound 2; before waiters parked, they did not finish at
+/// bound 1 either).
+///
+/// Under loom every park and wake-up goes through one lock (the futex model's
+/// bucket), which orders everything a parking thread did before everything its
+/// waker does next. A model of an ordering between two threads must therefore
+/// have an execution in which neither parks in between (see
+/// `splice_scenario`).
 fn model_bounded(preemptions: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     if let Some(bound) = preemptions {
@@ -281,7 +294,7 @@ static SECONDARY_HANDOFFS: AtomicUsize = AtomicUsize::new(0);
 #[test]
 fn handoff_through_secondary_queue() {
     let cfg = config(u64::MAX, u64::MAX);
-    model_bounded(Some(0), move || {
+    model_bounded(Some(1), move || {
         let log = queue_scenario::<Cna>(cfg, &[0, 1, 0], false);
         match log.as_slice() {
             [0, 1, 2] => {}
@@ -301,7 +314,7 @@ fn handoff_through_secondary_queue() {
 #[test]
 fn queued_lock_is_fifo() {
     let cfg = config(u64::MAX, 0);
-    model_bounded(Some(0), move || {
+    model_bounded(Some(1), move || {
         let log = queue_scenario::<Queued>(cfg, &[0, 1, 0], false);
         assert_eq!(log, [0, 1, 2]);
     });
@@ -316,7 +329,7 @@ static FLUSHES: AtomicUsize = AtomicUsize::new(0);
 #[test]
 fn flush_back_to_main_queue() {
     let cfg = config(0, u64::MAX);
-    model_bounded(Some(0), move || {
+    model_bounded(Some(1), move || {
         let log = queue_scenario::<Cna>(cfg, &[0, 1, 0, 0], false);
         match log.as_slice() {
             [0, 1, 2, 3] => {}
@@ -340,7 +353,7 @@ fn flush_back_to_main_queue() {
 #[test]
 fn unlock_fair_hands_to_longest_waiter() {
     let cfg = config(u64::MAX, u64::MAX);
-    model_bounded(Some(0), move || {
+    model_bounded(Some(1), move || {
         let log = queue_scenario::<Cna>(cfg, &[0, 1, 0], true);
         assert_eq!(log, [0, 1, 2]);
     });
@@ -438,4 +451,134 @@ fn unlock_fair_then_new_arrival() {
         w.join().unwrap();
         assert_eq!(shared.log().len(), 3);
     });
+}
+
+// ---- a new waiter behind a swung secondary tail (CNA v15) -----------------------
+
+static SWUNG_TAIL_LINKS: AtomicUsize = AtomicUsize::new(0);
+
+/// The CNA v15 bug (Zhou et al., arXiv 2111.15240). A (node 0), B (1), C (0)
+/// queue behind main; A may move B to the secondary queue (resetting `B.next`,
+/// which held C's link, to 0) and make C head with it. C, last in the main queue,
+/// then swings the tail to B. In its critical section C raises a flag (Relaxed)
+/// and waits until main has enqueued; main, having released, waits for the flag
+/// and locks again, so its enqueue reads the swung tail and it links itself into
+/// `B.next` (order A, C, B, main). Main has no happens-before path to A's reset
+/// except through the Release of C's swing CAS (the flag is Relaxed): without
+/// that Release the reset and main's link are unordered, B may keep reading 0
+/// from `next` and never hand head-ship to main (on hardware the reset can land
+/// after the link and erase it).
+fn swung_tail_scenario() {
+    loom_hooks::reset_loom_enqueues();
+    let cfg = config(u64::MAX, u64::MAX);
+    let c_holds = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+    let shared = Shared::<Cna>::new(cfg);
+    shared.lock.acquire();
+    let mut handles = Vec::new();
+    for (i, node) in [0u32, 1, 0].into_iter().enumerate() {
+        let shared = shared.clone();
+        let c_holds = c_holds.clone();
+        handles.push(thread::spawn(move || {
+            loom_hooks::set_loom_node(node);
+            shared.lock.acquire();
+            shared.record(i);
+            if i == 2 {
+                // C holds the lock, past `pass_headship`, until main enqueued.
+                c_holds.store(true, StdOrdering::Relaxed);
+                wait_for_enqueues(4);
+            }
+            // SAFETY: acquired above.
+            unsafe { shared.lock.release() };
+        }));
+        wait_for_enqueues(i + 1);
+    }
+    // SAFETY: acquired above by this thread.
+    unsafe { shared.lock.release() };
+    // Relaxed: no happens-before edge from C (whose view includes A's reset).
+    while !c_holds.load(StdOrdering::Relaxed) {
+        thread::yield_now();
+    }
+    shared.critical(3, false);
+    for h in handles {
+        h.join().unwrap();
+    }
+    match shared.log().as_slice() {
+        [0, 1, 2, 3] => {}
+        [0, 2, 1, 3] => {
+            SWUNG_TAIL_LINKS.fetch_add(1, StdOrdering::Relaxed);
+        }
+        other => panic!("unexpected acquisition order {other:?}"),
+    }
+}
+
+/// Preemption bound 1 (about 29 000 executions; see `model_bounded`): the queue
+/// head spins, and so does main while it waits for C's flag. The flag, not a
+/// park, keeps main's view free of C's.
+#[test]
+fn new_waiter_links_behind_swung_secondary_tail() {
+    model_bounded(Some(1), swung_tail_scenario);
+    assert!(
+        SWUNG_TAIL_LINKS.load(StdOrdering::Relaxed) > 0,
+        "no execution linked a new waiter behind the swung secondary tail"
+    );
+}
+
+// ---- a new arrival spliced behind the flushed secondary queue ---------------------
+
+static SPLICED_ARRIVALS: AtomicUsize = AtomicUsize::new(0);
+
+/// A (node 0), B (1), C (0) queue behind main, flush threshold 0, strict FIFO (so
+/// nobody steals past the queue). W (node 0) is spawned once C has queued and
+/// locks at once, racing main's release and the hand-offs: its node's
+/// initialization and `numa` are in no head's view through the lock word or the
+/// orchestration. If A moves B to the secondary queue, C becomes head with it,
+/// finds the threshold passed and splices B in front of W (a Relaxed store of
+/// `B.next`), then makes B head. B scans the queue and reads W's `numa`: only C's
+/// Acquire load of W's link in `pass_headship` (at once, or in the wait for a
+/// waiter that swapped the tail but has not linked yet) followed by the head-ship
+/// chain orders W's write before B's read.
+///
+/// W must not park before B has read: every park and wake goes through the futex
+/// model's one bucket lock, which would order W's write before everything after
+/// it. With W preempted after its link (the one preemption of bound 1), loom runs
+/// A, C and B first (lower thread index on ties), so that execution exists.
+fn splice_scenario() {
+    loom_hooks::reset_loom_enqueues();
+    let cfg = config(0, 0);
+    let shared = Shared::<Cna>::new(cfg);
+    shared.lock.acquire();
+    let mut handles = Vec::new();
+    for (i, node) in [0u32, 1, 0, 0].into_iter().enumerate() {
+        let shared = shared.clone();
+        handles.push(thread::spawn(move || {
+            loom_hooks::set_loom_node(node);
+            shared.critical(i, false);
+        }));
+        if i < 3 {
+            wait_for_enqueues(i + 1);
+        }
+    }
+    // SAFETY: acquired above by this thread.
+    unsafe { shared.lock.release() };
+    for h in handles {
+        h.join().unwrap();
+    }
+    let log = shared.log();
+    // A, C, B, W: B was served from the secondary queue ahead of W (spliced in
+    // front of it, or, when W queued only after C's swing, linked behind it).
+    if log == [0, 2, 1, 3] {
+        SPLICED_ARRIVALS.fetch_add(1, StdOrdering::Relaxed);
+    }
+    let mut sorted = log.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, [0, 1, 2, 3], "log {log:?}");
+}
+
+#[test]
+fn new_arrival_spliced_behind_secondary_queue() {
+    model_bounded(Some(1), splice_scenario);
+    assert!(
+        SPLICED_ARRIVALS.load(StdOrdering::Relaxed) > 0,
+        "no execution served B between C and the new arrival W"
+    );
 }
