@@ -259,13 +259,21 @@ impl Cohort {
                 if s & LOCKED_BIT == 0 || s & PARKED_MASK == PARKED_MASK {
                     return false;
                 }
-                // Count ourselves in the snode first: an unlocker that reads the
-                // new state (Acquire) also sees the snode count.
+                // Count ourselves in the snode first, so an unlocker that sees
+                // the word's count finds a snode count too (once visible: see
+                // `unlock_slow`, which retries on a stale one).
                 snode.hot.parked.fetch_add(1, Ordering::Relaxed);
+                // Relaxed, as parking_lot sets its `PARKED_BIT`: what prevents
+                // lost wake-ups is that this CAS and every unlock's CAS of
+                // `LOCKED_BIT` are RMWs of one word, so one of them sees the
+                // other (coherence, no cross-location order needed); nothing else is published (the
+                // snode count is a hint, see above), and nothing is acquired: a
+                // thread woken to compete takes the lock with an Acquire CAS,
+                // one handed the lock synchronizes through the unpark.
                 match self.state.compare_exchange_weak(
                     s,
                     s + PARKED_ONE,
-                    Ordering::SeqCst,
+                    Ordering::Relaxed,
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => return true,
@@ -352,9 +360,15 @@ impl Cohort {
                 // gone: a timeout callback is between its two decrements.
                 None => sync::spin_loop(),
             }
-            // Acquire: pairs with the SeqCst CAS in `park_on`'s validate, so
-            // the snode counts it raised first are visible to `pick_target`.
-            s = self.state.load(Ordering::Acquire);
+            // Relaxed, as the caller's first read (the failure of
+            // `try_unlock_fast`): the word's parked count is all that decides
+            // whether we may release, and every decision on it is a CAS on this
+            // word (coherence). The snode counts `pick_target` reads are hints:
+            // one not yet visible only makes the pick come back empty or the
+            // wake find nobody, and we loop; a waiter is queued under its
+            // snode's queue lock before it counts itself, so the wake that
+            // takes that lock after the count is visible finds it.
+            s = self.state.load(Ordering::Relaxed);
         }
     }
 

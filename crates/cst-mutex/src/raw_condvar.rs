@@ -258,12 +258,15 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
                         wake_all = true;
                         return RequeueOp::Abort;
                     }
-                    // SeqCst: like `park_on`'s validate, a raise of the parked
-                    // count that an unlocker's Acquire load pairs with.
+                    // Relaxed, as in `park_on`'s validate: a raise
+                    // of the parked count on the word every unlock RMWs
+                    // (coherence orders them); the pseudo-snode count is a hint
+                    // the unlocker retries on, and the requeued threads take the
+                    // mutex through its own Acquire CAS or a handoff unpark.
                     match state.compare_exchange_weak(
                         s,
                         s + moved * PARKED_ONE,
-                        Ordering::SeqCst,
+                        Ordering::Relaxed,
                         Ordering::Relaxed,
                     ) {
                         Ok(_) => break,

@@ -416,7 +416,12 @@ impl RawRwLock {
 
     /// Sets `WRITER_BIT` and drains readers; on timeout clears it again.
     fn become_writer(&self, deadline: Option<Instant>) -> bool {
-        self.cohort.state.fetch_or(WRITER_BIT, Ordering::AcqRel);
+        // Relaxed: setting the bit publishes nothing (a reader that sees it
+        // backs off without touching the data, and we have written nothing
+        // yet), and what we must acquire (the releases of the readers that
+        // left) is acquired by the SeqCst fence below, an acquire fence after
+        // this read, and by the Acquire loads of `readers_total`.
+        self.cohort.state.fetch_or(WRITER_BIT, Ordering::Relaxed);
         // Dekker with `try_shared_node` (see there).
         fence(Ordering::SeqCst);
         if self.wait_for_readers(deadline) {
@@ -448,9 +453,13 @@ impl RawRwLock {
                 } else {
                     (s & !READERS_PARKED_BIT, TOKEN_NORMAL)
                 };
-                // Release: the admitted readers see our critical section (they
-                // also synchronize through the parking lot's unpark).
-                match state.compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed) {
+                // Relaxed: our critical section was released by the `fetch_and`
+                // that cleared `WRITER_BIT` above, and this CAS continues its
+                // release sequence (every write to the word is an RMW), so a
+                // reader that acquires the word's new value synchronizes with
+                // that release; readers handed the lock (`TOKEN_HANDOFF`) also
+                // synchronize through the parking lot's unpark.
+                match state.compare_exchange_weak(s, new, Ordering::Relaxed, Ordering::Relaxed) {
                     Ok(_) => return token,
                     Err(x) => s = x,
                 }
@@ -471,12 +480,13 @@ impl RawRwLock {
         // Relaxed: a first guess for the CAS.
         let mut s = self.cohort.state.load(Ordering::Relaxed);
         while s & READER_MASK != READER_MASK {
-            // Acquire: we keep holding the lock across the downgrade, so this
-            // orders nothing new; it matches the reader fast path's CAS.
+            // Relaxed: we hold the cohort mutex (and `WRITER_BIT`) across the
+            // downgrade, so everything our shared section may read already
+            // happened before us; there is nothing to acquire.
             match self.cohort.state.compare_exchange_weak(
                 s,
                 s + READER_ONE,
-                Ordering::Acquire,
+                Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return SharedGuardState { counter: FAST },
@@ -638,7 +648,8 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
                 if !self.cohort.try_lock() {
                     return None;
                 }
-                self.cohort.state.fetch_or(WRITER_BIT, Ordering::AcqRel);
+                // Relaxed, then the Dekker fence: as in `become_writer`.
+                self.cohort.state.fetch_or(WRITER_BIT, Ordering::Relaxed);
                 fence(Ordering::SeqCst);
                 if self.readers_total() == 0 {
                     self.readers_drained();
@@ -748,7 +759,8 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
         &self,
         guard: ExclusiveGuardState,
     ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
-        self.cohort.state.fetch_or(WRITER_BIT, Ordering::AcqRel);
+        // Relaxed, then the Dekker fence: as in `become_writer`.
+        self.cohort.state.fetch_or(WRITER_BIT, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if self.readers_total() == 0 {
             self.readers_drained();

@@ -159,9 +159,17 @@ impl SnodeList {
                 // SAFETY: `fresh` is ours and unpublished.
                 unsafe { (*fresh).next = head };
             }
+            // Release on success: publishes the fresh snode (and, through the
+            // release sequence of earlier publications, the older ones). Not
+            // AcqRel: success means the head still is `head`, which we read
+            // with Acquire (above or from a failed CAS) from the same
+            // publication, since snodes are never unlinked or freed while the
+            // list is shared and so a head value never comes back. Acquire on
+            // failure: we walk the list from the new head and return its
+            // snodes.
             match self
                 .head
-                .compare_exchange(head, fresh, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(head, fresh, Ordering::Release, Ordering::Acquire)
             {
                 // SAFETY: `fresh` is now published and lives as long as `self`.
                 Ok(_) => return unsafe { &*fresh },

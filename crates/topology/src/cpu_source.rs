@@ -9,8 +9,8 @@
 //! reads the rseq area the kernel keeps up to date (glibc >= 2.35), or falls
 //! back to the vDSO.
 //!
-//! Measured on the 2-core KVM guest this crate was developed on (C loop, 10 M
-//! calls, from `DESIGN.md`): RDPID 2.1 ns, RDTSCP 18 ns, `sched_getcpu` 1.5 ns;
+//! Measured on the 2-core KVM guest this crate was developed on (a C loop of
+//! 10 M calls): RDPID 2.1 ns, RDTSCP 18 ns, `sched_getcpu` 1.5 ns;
 //! `benches/benches/current_node.rs` measures them again from Rust
 //! (`cargo bench -p numa-bench --bench current_node`, load average 8.9 on 2
 //! cores, minus the call overhead measured with `Unsupported`): RDPID

@@ -88,9 +88,9 @@ impl NumaNode {
 /// DRAM rather than GPU memory or HBM), then to the lowest OS index. A PU
 /// that no node contains belongs to no node (`None`): this happens when a
 /// cpuset restriction or offline node removed its local memory. A node that
-/// no PU maps to is *CPU-less*, even when its cpuset is not empty. This is
-/// the rule of `shared/topologies/README.md`, which matches
-/// `hwloc-calc --local-memory-flags 1 --best-memattr locality` (hwloc 2.9).
+/// no PU maps to is *CPU-less*, even when its cpuset is not empty. The rule
+/// matches `hwloc-calc --local-memory-flags 1 --best-memattr locality`
+/// (hwloc 2.9).
 ///
 /// # Examples
 /// ```
