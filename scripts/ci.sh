@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (libhwloc-dev libudev-dev pkg-config)"
+step "system packages (libhwloc-dev libudev-dev pkg-config python3 git)"
 missing=()
-for pkg in libhwloc-dev libudev-dev pkg-config; do
+for pkg in libhwloc-dev libudev-dev pkg-config python3 git; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
@@ -38,6 +38,9 @@ step "loom models (LOOM_MAX_PREEMPTIONS=2)"
 RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
     cargo test --release -p numa-spin -p cst-mutex \
     --features numa-spin/loom,cst-mutex/loom --test loom
+
+step "ordering mutants: every memory ordering of numa-spin weakened one step, each must fail a loom model"
+python3 scripts/ordering-mutants.py --crate numa-spin
 
 step "shuttle randomized schedules (fixed seed; SHUTTLE_ITERATIONS per scheduler)"
 RUSTFLAGS="--cfg numa_loom --cfg numa_shuttle" CARGO_TARGET_DIR=target/shuttle \
