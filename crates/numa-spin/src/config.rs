@@ -98,11 +98,16 @@ pub struct Config {
 
 /// What a queued waiter does after its spin budget ([`Config::wait_policy`]).
 ///
-/// On the 2-CPU development machine (one real NUMA node, 2 virtual ones),
-/// `numa-bench compare` with 32 threads: parking keeps the waiters that are
-/// far from the head off the CPU, so the head and the holder get it (see the
-/// crate README for the numbers and command). With at most one runnable thread
-/// per CPU the two behave the same: nobody spends its budget.
+/// Park is the default, by measurement: on the 2-CPU development machine (one
+/// real NUMA node, threads on 2 virtual ones), `numa-bench compare --repeat 5
+/// --hog 1 --threads 2,32` (one CPU-bound thread beside the workers: another
+/// tenant, a preempted vCPU) gave CNA/parking_lot throughput ratios of 0.90
+/// (kv, 2 threads), 1.01 (kv, 32) and 1.03 (locktorture, 32) with `Park`
+/// against 0.84, 0.89 and 0.99 with `Yield`: a yielding waiter keeps taking
+/// time slices from the holder and the head. Without the hog the two were
+/// within the run-to-run spread (locktorture, 8 and 32 threads: 1.22 against
+/// 1.27). With at most one runnable thread per CPU the two behave the same:
+/// nobody spends its budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WaitPolicy {
     /// Sleep (futex-style wait on the queue node) until made queue head; the
