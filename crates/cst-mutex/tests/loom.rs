@@ -6,7 +6,9 @@
 //! in which a timed park may time out at any point once queued.
 #![cfg(numa_loom)]
 
-use cst_mutex::{__set_loom_node, __set_loom_spin_rounds, RawCondvar, RawMutex, RawRwLock};
+use cst_mutex::{
+    __set_loom_node, __set_loom_spin_rounds, MutexGuardState, RawCondvar, RawMutex, RawRwLock,
+};
 use lock_api::{RawCondvar as _, RawCondvarTimed as _};
 use lock_api::{
     RawMutex as _, RawMutexFair as _, RawMutexTimed as _, RawRwLock as _, RawRwLockDowngrade as _,
@@ -568,49 +570,73 @@ fn mutex_try_lock_after_unlock() {
 
 static BARGES: StdCounter = StdCounter::new(0);
 
-/// H holds the mutex while W1 and W2 park on it; H unlocks, which wakes one of
-/// them and releases the lock in the same step, leaving the other counted as
-/// parked. X, arriving then, finds the lock free with a non-zero parked count
-/// and barges in through the fast path's second CAS, whose Acquire must order
-/// H's critical section before X's.
+/// H holds the mutex and yields, so W1 and W2 can park on it; H unlocks,
+/// which wakes one of them and releases the lock in the same step, leaving
+/// the other counted as parked. X, arriving then, finds the lock free with a
+/// non-zero parked count and barges in through the fast path's second CAS,
+/// whose Acquire must order H's critical section before X's.
 ///
-/// Preemption bound 1: four threads contending (703 453 executions, 50 s at
-/// bound 2); the barge needs none.
+/// Counted: H saw both waiters parked just before its unlock, X's guard state
+/// is the fast path's (node unknown), and neither W had the lock before X got
+/// it. Then only H's unlock released the lock (one decrement of the parked
+/// count), so the count was still non-zero at X's first CAS, which failed: X
+/// got the lock through the second CAS.
+///
+/// Preemption bound 1: four threads; the barge needs no preemption (H's yield
+/// lets the waiters park).
 #[test]
 fn mutex_barging_past_parked_waiters() {
+    static W_LOCKED: StdCounter = StdCounter::new(0);
+    static TWO_PARKED: StdCounter = StdCounter::new(0);
     model_bounded(1, || {
-        let m = Arc::new(mutex(UnsafeCell::new(0u32)));
+        W_LOCKED.store(0, StdOrdering::Relaxed);
+        TWO_PARKED.store(0, StdOrdering::Relaxed);
+        let m = Arc::new(RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
         __set_loom_node(0);
         let g = m.lock();
         let waiters: Vec<_> = (0..2)
-            .map(|node| {
-                let m = m.clone();
+            .map(|_| {
+                let (m, cell) = (m.clone(), cell.clone());
                 thread::spawn(move || {
-                    __set_loom_node(node);
-                    bump(&m.lock());
+                    __set_loom_node(0);
+                    let g = m.lock();
+                    W_LOCKED.store(1, StdOrdering::Relaxed);
+                    bump(&cell);
+                    // SAFETY: our acquisition.
+                    unsafe { m.unlock(g) };
                 })
             })
             .collect();
         let x = {
-            let m = m.clone();
+            let (m, cell) = (m.clone(), cell.clone());
             thread::spawn(move || {
                 __set_loom_node(1);
-                // SAFETY: only reads the state word.
-                let raw = unsafe { m.raw() };
-                let barging = !raw.is_locked() && raw.parked_waiters() != 0;
-                bump(&m.lock());
-                if barging {
+                let g = m.lock();
+                let no_w_before = W_LOCKED.load(StdOrdering::Relaxed) == 0;
+                let fast = format!("{g:?}") == format!("{:?}", MutexGuardState::new());
+                bump(&cell);
+                // SAFETY: our acquisition.
+                unsafe { m.unlock(g) };
+                if TWO_PARKED.load(StdOrdering::Relaxed) != 0 && no_w_before && fast {
                     BARGES.fetch_add(1, StdOrdering::Relaxed);
                 }
             })
         };
-        bump(&g);
-        drop(g);
+        bump(&cell);
+        // The waiters may park now.
+        thread::yield_now();
+        let two_parked = m.parked_waiters() == 2;
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        if two_parked {
+            TWO_PARKED.store(1, StdOrdering::Relaxed);
+        }
         for w in waiters {
             w.join().unwrap();
         }
         x.join().unwrap();
-        assert_eq!(get(&m.lock()), 4);
+        assert_eq!(get(&cell), 4);
     });
     assert!(BARGES.load(StdOrdering::Relaxed) > 0);
 }
