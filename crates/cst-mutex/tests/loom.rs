@@ -704,46 +704,60 @@ fn rwlock_upgradable_unlock_beside_reader_then_writer() {
     assert!(UPGRADABLE_THEN_WRITER.load(StdOrdering::Relaxed) > 0);
 }
 
+/// Whether a shared guard state names a node counter (not the state word's
+/// fast counter): its `Debug` shows the counter's address, 0 for the word.
+fn on_node_counter(g: &cst_mutex::SharedGuardState) -> bool {
+    !format!("{g:?}").ends_with("counter: 0 }")
+}
+
 static NODE_READER_THEN_WRITER: StdCounter = StdCounter::new(0);
 
-/// Two readers race for the state-word counter, so one registers on its node's
-/// counter (allocating its node's snode); a writer that comes after they read
-/// must see the node reader's read: the Release of the node counter's
-/// decrement and the Acquire of the writer's load of it.
+/// A node reader's read must happen before a writer that drains it: the
+/// Release of the node counter's decrement (`unlock_shared`) and the Acquire
+/// of the writer's load of it (`readers_total`). Two readers race for the
+/// state word's counter (each yields inside its read section), so one of
+/// them registers on its node's counter; W, which first waits for reader 0,
+/// then writes. The killing schedule: W drains right after the node reader's
+/// decrement, before its `after_reader_left` fence (a SeqCst fence, which
+/// loom makes synchronize with W's later one).
+///
+/// Counted: a reader's guard names a node counter and both had read before W
+/// asked for the write lock. The node reader set `NODE_READERS_BIT` when it
+/// entered and only a writer that drained the counters clears it, so W's
+/// write drained that node counter down to the reader's decrement.
 #[test]
 fn rwlock_node_reader_then_writer() {
     static READ: StdCounter = StdCounter::new(0);
     model(|| {
         READ.store(0, StdOrdering::Relaxed);
-        let l = Arc::new(RwLock::from_raw(RawRwLock::new(), UnsafeCell::new(0u32)));
-        let readers: Vec<_> = (0..2)
+        let l = Arc::new(RawRwLock::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        let mut readers: Vec<_> = (0..2)
             .map(|node| {
-                let l = l.clone();
+                let (l, cell) = (l.clone(), cell.clone());
                 thread::spawn(move || {
                     __set_loom_node(node);
-                    let v = get(&l.read());
+                    let g = l.lock_shared();
+                    let on_node = on_node_counter(&g);
+                    let v = get(&cell);
                     READ.fetch_add(1, StdOrdering::Relaxed);
-                    v
+                    thread::yield_now();
+                    // SAFETY: our shared acquisition.
+                    unsafe { l.unlock_shared(g) };
+                    assert!(v <= 1);
+                    on_node
                 })
             })
             .collect();
-        let w = {
-            let l = l.clone();
-            thread::spawn(move || {
-                __set_loom_node(2);
-                let both_read = READ.load(StdOrdering::Relaxed) == 2;
-                set(&l.write(), 1);
-                both_read
-            })
-        };
-        for r in readers {
-            assert!(r.join().unwrap() <= 1);
-        }
-        let after_both = w.join().unwrap();
-        // Only readers allocate snodes here (the writer never parks on the
-        // cohort mutex: nobody else takes it), so one means a node reader.
-        // SAFETY: only reads the snode list.
-        if after_both && unsafe { l.raw() }.snode_count() != 0 {
+        __set_loom_node(2);
+        let first = readers.remove(0).join().unwrap();
+        let both_read = READ.load(StdOrdering::Relaxed) == 2;
+        let g = l.lock_exclusive();
+        set(&cell, 1);
+        // SAFETY: our exclusive acquisition.
+        unsafe { l.unlock_exclusive(g) };
+        let second = readers.remove(0).join().unwrap();
+        if both_read && (first || second) {
             NODE_READER_THEN_WRITER.fetch_add(1, StdOrdering::Relaxed);
         }
         assert!(!l.is_locked());
