@@ -241,8 +241,19 @@ impl RawRwLock {
         if s & WRITER_BIT == 0 {
             return true;
         }
-        // Release: our (empty) read side happens before a writer that sees 0.
-        snode.readers.count.fetch_sub(1, Ordering::Release);
+        // Relaxed: we leave without having entered, so this decrement has
+        // nothing to publish (we read only the state word since registering).
+        // Whatever a draining writer must see of this thread's earlier read
+        // sections was released by their own unlocks: a Release RMW on the
+        // counter (or the state word) each used. Every write of a counter is
+        // an RMW, so each later value of that counter, this decrement's
+        // included, continues the release sequence of that unlock, and the
+        // writer's Acquire load of the counter synchronizes with it whichever
+        // value it reads from that decrement on; a value between that
+        // section's increment and its decrement still counts the section, so
+        // the writer waits, and one before the increment is ruled out by the
+        // fence handshake through which the section entered.
+        snode.readers.count.fetch_sub(1, Ordering::Relaxed);
         self.after_reader_left();
         false
     }
