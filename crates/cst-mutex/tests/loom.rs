@@ -796,3 +796,121 @@ fn rwlock_try_write_after_reader() {
     });
     assert!(TRY_WRITE_AFTER_READ.load(StdOrdering::Relaxed) > 0);
 }
+
+/// Flags of one [`node_reader_skipping_the_bit`] model (one set per test:
+/// the test harness runs models in parallel).
+struct SkipFlags {
+    second_in: StdCounter,
+    counted: StdCounter,
+}
+
+impl SkipFlags {
+    const fn new() -> Self {
+        SkipFlags {
+            second_in: StdCounter::new(0),
+            counted: StdCounter::new(0),
+        }
+    }
+}
+
+/// The Dekker handshake of a node reader that enters without touching the
+/// state word (it saw `NODE_READERS_BIT` already set) with a writer that
+/// sets `WRITER_BIT` through `try_upgrade` (`upgrade`) or `try_write`: the
+/// SeqCst fence of `try_shared_node` and that of the writer's entry point.
+/// Without either, the writer's drain may read the node counter as the
+/// reader's previous read section left it (0) while the reader reads.
+///
+/// U takes and releases an upgradable lock twice (yielding while it holds
+/// it and after it released it), which changes the state word under R's
+/// fast CASes: R's first read registers on its node's counter and sets the
+/// bit, its second registers there too and finds the bit set. U then takes
+/// the upgradable lock a third time and tries to upgrade (or releases it
+/// and tries to write); R yields inside its second read section (not in
+/// its first: loom does not let a thread read, after a yield, a value it
+/// saw before it when a newer one exists, and R's second read owes its
+/// first CAS failure to such a stale read).
+///
+/// Preemption bound 3: a reader reaches a node counter only when the word
+/// changes between its two fast CASes (a preemption of R each time), and U
+/// must take the upgradable lock between R's first read and its second (a
+/// third); 1 392 executions.
+///
+/// Counted: both of R's reads entered on a node counter and R's second read
+/// had entered before U's last attempt. R's first read set the bit and only
+/// a writer that drained the counters clears it (U's last attempt is the
+/// only writer), so the second read entered through the load that saw the
+/// bit, and U's drain ran while that read was counted.
+fn node_reader_skipping_the_bit(upgrade: bool, f: &'static SkipFlags) {
+    model_bounded(3, move || {
+        f.second_in.store(0, StdOrdering::Relaxed);
+        let l = Arc::new(RawRwLock::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        let r = {
+            let (l, cell) = (l.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(0);
+                let mut on_node = [false; 2];
+                for (i, n) in on_node.iter_mut().enumerate() {
+                    let g = l.lock_shared();
+                    *n = on_node_counter(&g);
+                    if i == 1 {
+                        f.second_in.store(1, StdOrdering::Relaxed);
+                    }
+                    assert!(get(&cell) <= 1);
+                    if i == 1 {
+                        thread::yield_now();
+                    }
+                    // SAFETY: our shared acquisition.
+                    unsafe { l.unlock_shared(g) };
+                }
+                on_node
+            })
+        };
+        __set_loom_node(1);
+        for _ in 0..2 {
+            let u = l.lock_upgradable();
+            thread::yield_now();
+            // SAFETY: our upgradable acquisition.
+            unsafe { l.unlock_upgradable(u) };
+            thread::yield_now();
+        }
+        let second_in = f.second_in.load(StdOrdering::Relaxed) != 0;
+        if upgrade {
+            let u = l.lock_upgradable();
+            // SAFETY: `u` is our upgradable acquisition.
+            match unsafe { l.try_upgrade(u) } {
+                Ok(w) => {
+                    set(&cell, 1);
+                    // SAFETY: our exclusive acquisition.
+                    unsafe { l.unlock_exclusive(w) };
+                }
+                // SAFETY: our upgradable acquisition.
+                Err(u) => unsafe { l.unlock_upgradable(u) },
+            }
+        } else if let Some(w) = l.try_lock_exclusive() {
+            set(&cell, 1);
+            // SAFETY: our exclusive acquisition.
+            unsafe { l.unlock_exclusive(w) };
+        }
+        let on_node = r.join().unwrap();
+        if on_node == [true, true] && second_in {
+            f.counted.fetch_add(1, StdOrdering::Relaxed);
+        }
+        assert!(!l.is_locked());
+    });
+    assert!(f.counted.load(StdOrdering::Relaxed) > 0);
+}
+
+/// [`node_reader_skipping_the_bit`] with `try_upgrade`.
+#[test]
+fn rwlock_node_reader_skipping_the_bit_vs_try_upgrade() {
+    static FLAGS: SkipFlags = SkipFlags::new();
+    node_reader_skipping_the_bit(true, &FLAGS);
+}
+
+/// [`node_reader_skipping_the_bit`] with `try_write`.
+#[test]
+fn rwlock_node_reader_skipping_the_bit_vs_try_write() {
+    static FLAGS: SkipFlags = SkipFlags::new();
+    node_reader_skipping_the_bit(false, &FLAGS);
+}
