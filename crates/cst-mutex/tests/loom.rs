@@ -833,7 +833,7 @@ impl SkipFlags {
 /// Preemption bound 3: a reader reaches a node counter only when the word
 /// changes between its two fast CASes (a preemption of R each time), and U
 /// must take the upgradable lock between R's first read and its second (a
-/// third); 1 392 executions.
+/// third); about 1 400 executions each.
 ///
 /// Counted: both of R's reads entered on a node counter and R's second read
 /// had entered before U's last attempt. R's first read set the bit and only
