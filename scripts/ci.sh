@@ -42,6 +42,9 @@ RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom 
 step "ordering mutants: every memory ordering of numa-spin weakened one step, each must fail a loom model"
 python3 scripts/ordering-mutants.py --crate numa-spin
 
+step "ordering mutants: a 4-minute share of cst-mutex's sites (rotates daily; the full run is scripts/verify-deep.sh)"
+python3 scripts/ordering-mutants.py --crate cst-mutex --max-seconds 240 --shuffle "$(date -u +%j)"
+
 step "shuttle randomized schedules (fixed seed; SHUTTLE_ITERATIONS per scheduler)"
 RUSTFLAGS="--cfg numa_loom --cfg numa_shuttle" CARGO_TARGET_DIR=target/shuttle \
     cargo test --release -p numa-spin -p cst-mutex \
