@@ -64,7 +64,8 @@ How a mutant is run, without touching the main working tree:
    a hang, judged against the unmutated run's time.
 4. The worktree file is restored after every mutant.
 
-Options: `--crate numa-spin|cst-mutex|all`, `--list`, `--filter SUBSTR`
+Options: `--crate numa-spin|cst-mutex|all`, `--list`, `--filter SUBSTR`,
+`--exclude SUBSTR` (repeatable; leaves matching sites out)
 (substring of the site id, `file:line`, or the function), `--max-seconds N`
 (time box: mutants not started by then are reported "not run"),
 `--shuffle SEED` (random mutant order, so time-boxed CI runs rotate through
@@ -775,13 +776,22 @@ def apply_mutant(path: Path, original: str, site: Site, new: str) -> None:
     path.write_text(original[: site.start] + new + original[site.end:])
 
 
+def selected(site, args) -> bool:
+    """`--filter` keeps only matching sites; `--exclude` (repeatable) drops them.
+    Both match a substring of the site id, `file:line` or the function."""
+    keys = (site.id, site.loc, site.func)
+    if args.filter and not any(args.filter in x for x in keys):
+        return False
+    return not any(e in x for e in args.exclude for x in keys)
+
+
 def run_crate(crate: str, args, allow, deadline: float | None, wt: Path) -> tuple[list[Result], dict]:
     sites, skipped = crate_sites(crate, wt)
     results: list[Result] = []
     todo: list[Result] = []
     for s in sites:
         cls, steps, note = classify(s, allow, args.mutate_seqcst)
-        if args.filter and not any(args.filter in x for x in (s.id, s.loc, s.func)):
+        if not selected(s, args):
             continue
         if cls == "mutate":
             for new in steps:
@@ -923,6 +933,8 @@ def main() -> int:
     ap.add_argument("--crate", choices=["numa-spin", "cst-mutex", "all"], default="all")
     ap.add_argument("--list", action="store_true", help="list the sites and their mutants; run nothing")
     ap.add_argument("--filter", help="only sites whose id, file:line or function contains this")
+    ap.add_argument("--exclude", action="append", default=[], metavar="SUBSTR",
+                    help="leave out sites whose id, file:line or function contains this (repeatable)")
     ap.add_argument("--max-seconds", type=float, help="time box for the whole run")
     ap.add_argument("--shuffle", type=int, metavar="SEED", help="run the mutants in a random order")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': stdout)")
@@ -950,7 +962,7 @@ def main() -> int:
             sites, _ = crate_sites(c, REPO)
             for s in sites:
                 cls, steps, note = classify(s, allow, args.mutate_seqcst)
-                if args.filter and not any(args.filter in x for x in (s.id, s.loc, s.func)):
+                if not selected(s, args):
                     continue
                 rows.append(f"| `{s.id}` | {s.loc} | {s.method} ({s.role}) | {s.ordering} | {cls} | "
                             f"{', '.join(steps) or md_escape(note)} |")
