@@ -18,6 +18,7 @@
 //! | `NUMA_SPIN_SPIN_BUDGET_NS` | [`spin_budget_ns`](Config::spin_budget_ns) | ns | 20 000 (20 us) | this crate |
 //! | `NUMA_SPIN_STEAL_BOUND_NS` | [`steal_bound_ns`](Config::steal_bound_ns) | ns | 10 000 (10 us) | this crate; pvqspinlock hybrid mode, ShflLock |
 //! | `NUMA_SPIN_WAIT_POLICY` | [`wait_policy`](Config::wait_policy) | `park` / `yield` | `park` | paravirt qspinlock `pv_wait`/`pv_kick` (Linux `qspinlock_paravirt.h`) |
+//! | `NUMA_SPIN_HQ_HANDOFF_THRESHOLD` | [`hq_handoff_threshold`](Config::hq_handoff_threshold) | hand-offs | 1000 | HQ spinlock RFC (Stepanov, Huawei, 2025), its local hand-off threshold |
 //!
 //! Values are decimal integers (`_` separators allowed) or `inf` (= `u64::MAX`,
 //! "never") for the three durations.
@@ -38,6 +39,8 @@ pub const ENV_SPIN_BUDGET_NS: &str = "NUMA_SPIN_SPIN_BUDGET_NS";
 pub const ENV_WAIT_POLICY: &str = "NUMA_SPIN_WAIT_POLICY";
 /// Environment variable for [`Config::steal_bound_ns`].
 pub const ENV_STEAL_BOUND_NS: &str = "NUMA_SPIN_STEAL_BOUND_NS";
+/// Environment variable for [`Config::hq_handoff_threshold`].
+pub const ENV_HQ_HANDOFF_THRESHOLD: &str = "NUMA_SPIN_HQ_HANDOFF_THRESHOLD";
 
 /// The tunables of one lock (or of all locks using [`Global`]).
 ///
@@ -94,6 +97,13 @@ pub struct Config {
     /// while it is off the CPU. Default [`WaitPolicy::Park`] (see there for the
     /// measurement).
     pub wait_policy: WaitPolicy,
+    /// HQ lock only ([`RawHqMutex`](crate::RawHqMutex)): how many consecutive
+    /// *local* hand-offs (to the next waiter of the same NUMA node queue) a node
+    /// queue may make before the lock goes to the next node queue in the list
+    /// (a *remote* hand-off). 0 = always hand off remotely when another node
+    /// queue waits (round robin between nodes). Default 1000, the threshold of
+    /// the HQ spinlock RFC (seed 002, Stepanov et al., Huawei, 2025).
+    pub hq_handoff_threshold: u32,
 }
 
 /// What a queued waiter does after its spin budget ([`Config::wait_policy`]).
@@ -120,6 +130,7 @@ impl Config {
         spin_budget_ns: 20_000,
         steal_bound_ns: 10_000,
         wait_policy: WaitPolicy::Park,
+        hq_handoff_threshold: 1000,
     };
 
     /// Returns `self` with [`flush_threshold_ns`](Config::flush_threshold_ns) set.
@@ -147,6 +158,13 @@ impl Config {
     #[must_use]
     pub const fn wait_policy(mut self, policy: WaitPolicy) -> Self {
         self.wait_policy = policy;
+        self
+    }
+
+    /// Returns `self` with [`hq_handoff_threshold`](Config::hq_handoff_threshold) set.
+    #[must_use]
+    pub const fn hq_handoff_threshold(mut self, handoffs: u32) -> Self {
+        self.hq_handoff_threshold = handoffs;
         self
     }
 
@@ -208,6 +226,18 @@ impl Config {
                     })
             }) {
                 Ok(v) => config.shuffle_reduction = v,
+                Err(e) => errors.push(e),
+            }
+        }
+        if let Some(raw) = lookup(ENV_HQ_HANDOFF_THRESHOLD) {
+            match parse_u64(ENV_HQ_HANDOFF_THRESHOLD, raw.clone()).and_then(|v| {
+                u32::try_from(v).map_err(|_| ConfigError {
+                    var: ENV_HQ_HANDOFF_THRESHOLD,
+                    value: raw.to_string_lossy().into_owned(),
+                    kind: ConfigErrorKind::OutOfRange,
+                })
+            }) {
+                Ok(v) => config.hq_handoff_threshold = v,
                 Err(e) => errors.push(e),
             }
         }
@@ -424,8 +454,10 @@ mod tests {
             (ENV_SHUFFLE_REDUCTION, "1"),
             (ENV_SPIN_BUDGET_NS, " 500 "),
             (ENV_STEAL_BOUND_NS, "inf"),
+            (ENV_HQ_HANDOFF_THRESHOLD, "7"),
         ]));
         assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(config.hq_handoff_threshold, 7);
         assert_eq!(config.flush_threshold_ns, 10_000_000);
         assert_eq!(config.shuffle_reduction.get(), 1);
         assert_eq!(config.spin_budget_ns, 500);

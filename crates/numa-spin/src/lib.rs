@@ -109,6 +109,9 @@
 //! - [`cna`]: the queue, the secondary queue, the fair hand-off, memory orderings.
 //! - [`node`]: why queue nodes are per-thread slots in a registry.
 //! - [`backoff`]: spinning calibrated in ns.
+//! - [`hq`]: the HQ lock ([`RawHqMutex`], [`HqMutex`]): per-NUMA-node queues in a
+//!   list, local then remote hand-offs, metadata bound from a pool while contended
+//!   (the HQ spinlock RFC, seed 002, Huawei 2025).
 //!
 //! # Cargo features
 //!
@@ -133,6 +136,7 @@ compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features numa
 pub mod backoff;
 pub mod cna;
 pub mod config;
+pub mod hq;
 #[cfg(not(numa_loom))]
 mod fair;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
@@ -154,7 +158,8 @@ pub mod timed;
 pub use lock_api;
 
 pub use config::{
-    Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_SHUFFLE_REDUCTION,
+    Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_HQ_HANDOFF_THRESHOLD,
+    ENV_SHUFFLE_REDUCTION,
     ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS, ENV_WAIT_POLICY, Global, Tunables, WaitPolicy,
 };
 #[cfg(not(numa_loom))]
@@ -167,6 +172,7 @@ pub use mutex::{
     MappedMutexGuard, Mutex, MutexGuard, QueuedMutex, QueuedMutexGuard, RawMutex, RawQueuedMutex,
     RawTunedMutex, RawTunedQueuedMutex, TunedMutex, TunedMutexGuard,
 };
+pub use hq::{HqMutex, HqMutexGuard, RawHqLock, RawHqMutex};
 pub use raw_lock::RawLock;
 pub use remutex::{MappedReentrantMutexGuard, RawThreadId, ReentrantMutex, ReentrantMutexGuard};
 #[cfg(feature = "stats")]
@@ -177,7 +183,8 @@ pub use stats::Stats;
 #[doc(hidden)]
 pub mod loom_hooks {
     pub use crate::sync::{
-        LOOM_TICK_NS, reset_loom_enqueues, set_loom_node, wait_for_loom_enqueues,
+        LOOM_TICK_NS, loom_event_count, reset_loom_enqueues, set_loom_node, set_loom_pool_size,
+        wait_for_loom_enqueues,
     };
 
     /// The calling loom thread's queue-node code (allocating its slot).

@@ -30,6 +30,29 @@ pub struct Stats {
     /// Splices of the secondary queue back into the main queue: after the flush
     /// threshold, when the main queue ran empty, or for an `unlock_fair`.
     pub flushes: u64,
+    /// HQ lock: hand-offs of the global head-ship to the next waiter of the same
+    /// node queue (always 0 for CNA).
+    pub local_handoffs: u64,
+    /// HQ lock: hand-offs of the list's head position to the next node queue.
+    pub remote_handoffs: u64,
+    /// HQ lock: contention episodes that bound pool metadata (NUMA mode).
+    pub binds: u64,
+    /// HQ lock: contention episodes (or racing arrivals) that found the metadata
+    /// pool exhausted and ran in plain queued mode.
+    pub pool_fallbacks: u64,
+}
+
+/// An HQ event counted by [`Counters::hq_event`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HqEvent {
+    /// A local hand-off (by the holder).
+    LocalHandoff,
+    /// A remote hand-off (by the holder).
+    RemoteHandoff,
+    /// A binding (by an arriving waiter, not the holder).
+    Bind,
+    /// A pool-exhausted fallback (by an arriving waiter).
+    PoolFallback,
 }
 
 impl Stats {
@@ -48,6 +71,10 @@ pub(crate) struct Counters {
     same_node: AtomicU64,
     cross_node: AtomicU64,
     flushes: AtomicU64,
+    local_handoffs: AtomicU64,
+    remote_handoffs: AtomicU64,
+    binds: AtomicU64,
+    pool_fallbacks: AtomicU64,
     /// Node of the last holder, `u32::MAX` before the first acquisition.
     last_node: AtomicU32,
 }
@@ -71,6 +98,10 @@ impl Counters {
             same_node: AtomicU64::new(0),
             cross_node: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
+            local_handoffs: AtomicU64::new(0),
+            remote_handoffs: AtomicU64::new(0),
+            binds: AtomicU64::new(0),
+            pool_fallbacks: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -83,6 +114,10 @@ impl Counters {
             same_node: AtomicU64::new(0),
             cross_node: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
+            local_handoffs: AtomicU64::new(0),
+            remote_handoffs: AtomicU64::new(0),
+            binds: AtomicU64::new(0),
+            pool_fallbacks: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -113,6 +148,23 @@ impl Counters {
         bump(&self.flushes);
     }
 
+    /// Records an HQ event. Hand-offs are counted by the holder (holder-only
+    /// increment); binds and fallbacks by arriving waiters, which do not hold the
+    /// lock, so those use an atomic add (Relaxed: a counter, nothing to publish).
+    #[inline]
+    pub(crate) fn hq_event(&self, event: HqEvent) {
+        match event {
+            HqEvent::LocalHandoff => bump(&self.local_handoffs),
+            HqEvent::RemoteHandoff => bump(&self.remote_handoffs),
+            HqEvent::Bind => {
+                self.binds.fetch_add(1, Ordering::Relaxed);
+            }
+            HqEvent::PoolFallback => {
+                self.pool_fallbacks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// A snapshot.
     pub(crate) fn snapshot(&self) -> Stats {
         Stats {
@@ -121,6 +173,10 @@ impl Counters {
             same_node_handoffs: self.same_node.load(Ordering::Relaxed),
             cross_node_handoffs: self.cross_node.load(Ordering::Relaxed),
             flushes: self.flushes.load(Ordering::Relaxed),
+            local_handoffs: self.local_handoffs.load(Ordering::Relaxed),
+            remote_handoffs: self.remote_handoffs.load(Ordering::Relaxed),
+            binds: self.binds.load(Ordering::Relaxed),
+            pool_fallbacks: self.pool_fallbacks.load(Ordering::Relaxed),
         }
     }
 }
