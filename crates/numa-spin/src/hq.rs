@@ -10,9 +10,16 @@
 //! (spinning, then parking, with the waiting policy shared with CNA,
 //! [`Config::wait_policy`]).
 //!
-//! A contended lock is in one of two modes, chosen by the first waiter of a
-//! contention episode (when the tail word is empty) and kept until the lock is
-//! completely released (the tail word is empty again):
+//! A contention episode (from the first waiter until the lock is completely
+//! released, the tail word empty again) starts in plain queued mode and switches
+//! to NUMA mode when contention is detected (the RFC's scheme): when the plain
+//! queue has made [`Config::hq_switch_threshold`] hand-offs (50) and a waiter is
+//! queued behind the head. The head then binds metadata and swings the tail word
+//! to it; the plain queue is frozen where it is (its last node is marked
+//! `END_OF_CHAIN`) and drains as before, holding one reference in the waiter
+//! count, while new waiters enter the metadata. (While it drains, its head and
+//! the NUMA side's global head both wait on `locked`; exclusion never depended
+//! on a single spinner.)
 //!
 //! - **NUMA mode.** The first waiter *binds* the lock to metadata taken from a
 //!   process-wide pool ([`POOL_SIZE`] entries): per-NUMA-node FIFO queues (MCS
@@ -23,8 +30,9 @@
 //!   out (count 1 -> 0) *unbinds* the lock and returns the metadata to the pool.
 //!   So the metadata in use is bounded by the number of waiting threads, not by
 //!   the number of locks (the RFC's "dynamic metadata binding").
-//! - **Plain queued mode**, when the pool is exhausted: qspinlock's single MCS
-//!   queue with its tail in the tail word, as [`RawQueuedMutex`](crate::RawQueuedMutex).
+//! - **Plain queued mode**, before contention is detected or when the pool is
+//!   exhausted: qspinlock's single MCS queue with its tail in the tail word, as
+//!   [`RawQueuedMutex`](crate::RawQueuedMutex).
 //!
 //! In NUMA mode a waiter on node `n`:
 //!
@@ -63,11 +71,6 @@
 //! `unlock_fair` (the `HANDED` token, taken by the global head) are those of
 //! [`RawLock`](crate::RawLock).
 //!
-//! # Not (yet) here
-//!
-//! The RFC's contention-triggered switch from plain to NUMA mode: every contention
-//! episode starts in NUMA mode when the pool has metadata.
-//!
 //! # Memory orderings
 //!
 //! Every ordering carries its argument at the site; the loom models of
@@ -101,12 +104,17 @@ const COUNT_MAX: u32 = u32::MAX >> COUNT_SHIFT;
 /// Queue node `locked` value: you are the local head of your node queue without
 /// the list's head position; enqueue the node queue in the list.
 const LOCAL_HEAD: u32 = 4;
-/// Queue node `locked` value: you are the global head; `value - GLOBAL_HEAD` is
-/// the number of consecutive local hand-offs of your node queue so far (the HQ
-/// hand-off carries its state in the word it signals, no hand-off cell).
+/// Queue node `locked` value: you are the global head (in plain mode: the queue
+/// head); `value - GLOBAL_HEAD` is the number of consecutive local hand-offs of
+/// your node queue so far (in plain mode: of the plain queue). The HQ hand-off
+/// carries its state in the word it signals, no hand-off cell.
 const GLOBAL_HEAD: u32 = 8;
-/// Queue node `locked` value in plain mode: you are the queue head.
-const PLAIN_HEAD: u32 = 1;
+/// Queue node `next` value: the plain queue ended here when the lock switched to
+/// NUMA mode (no waiter will link behind this node); codes fit in 30 bits.
+const END_OF_CHAIN: u32 = u32::MAX;
+/// A plain queue head past the switch threshold that finds the pool exhausted
+/// tries again only every this many hand-offs (a claim scans the pool).
+const SWITCH_RETRY: u32 = 64;
 /// `gwait` value: your node queue holds the list's head position.
 const GO: u32 = 1;
 
@@ -508,9 +516,12 @@ impl<T: Tunables> RawHqLock<T> {
                     }
                     Err(seen) => t = seen,
                 }
-            } else if t & !NO_STEAL != 0 || claimed.is_none() && !self.try_claim(&mut claimed, hint)
+            } else if t & !NO_STEAL != 0
+                || cfg.hq_switch_threshold != 0
+                || claimed.is_none() && !self.try_claim(&mut claimed, hint)
             {
-                // Plain mode: a plain queue exists, or the pool is exhausted.
+                // Plain mode: a plain queue exists, or the episode starts plain
+                // (contention detection), or the pool is exhausted.
                 if me.code > MAX_PLAIN_CODE {
                     break None;
                 }
@@ -579,6 +590,7 @@ impl<T: Tunables> RawHqLock<T> {
 
     /// Plain queued mode: qspinlock's MCS queue (as `RawQueuedMutex`).
     fn lock_plain(&self, me: Me, pred: u32, cfg: &Config) {
+        let mut k = 0;
         if pred != 0 {
             // Release: our node's initialization happens-before the head that
             // follows this link (Acquire) writes our `locked`.
@@ -586,11 +598,20 @@ impl<T: Tunables> RawHqLock<T> {
                 .node(pred)
                 .next
                 .store(me.code, Ordering::Release);
-            let v = node::wait_signal(&me.node.locked, cfg);
-            debug_assert_eq!(v, PLAIN_HEAD);
+            k = node::wait_signal(&me.node.locked, cfg) - GLOBAL_HEAD;
         }
         self.wait_for_lock(cfg);
-        // We hold the lock: make the next waiter head or empty the queue.
+        self.pass_plain(me, k, cfg);
+    }
+
+    /// We hold the lock as the plain queue's head after `k` hand-offs of the
+    /// queue: switch to NUMA mode if contention is detected, then make the next
+    /// waiter head or empty the queue.
+    fn pass_plain(&self, me: Me, k: u32, cfg: &Config) {
+        let sw = cfg.hq_switch_threshold;
+        if sw != 0 && k >= sw && (k - sw) % SWITCH_RETRY == 0 {
+            self.try_switch(me);
+        }
         let mut next = me.node.next.load(Ordering::Acquire);
         if next == 0 {
             let cur = self.tail.load(Ordering::Relaxed);
@@ -605,11 +626,65 @@ impl<T: Tunables> RawHqLock<T> {
             {
                 return;
             }
-            // A waiter swapped the tail and will link to us (Acquire inside).
+            // A waiter swapped the tail and will link to us, or the lock switched
+            // to NUMA mode with us last (END_OF_CHAIN). Acquire inside.
             next = node::wait_link(&me.node.next, cfg);
         }
-        // Release inside: our rewiring (none) and the lock's history to the head.
-        node::signal(&registry().node(next).locked, PLAIN_HEAD);
+        if next == END_OF_CHAIN {
+            // The plain queue ends with us; drop its reference to the metadata.
+            // Relaxed: the Acquire load of END_OF_CHAIN made the switch CAS (and
+            // so the NUMA word) visible; the word stays bound to the same
+            // metadata while the reference we drop is counted.
+            let t = self.tail.load(Ordering::Relaxed);
+            sync::trace(|| format!("end of the plain queue, tail {t:#x}"));
+            self.leave((t >> META_SHIFT) & META_MASK);
+            return;
+        }
+        // Release inside: the lock's history to the new head.
+        let k = (k + 1).min(u32::MAX - GLOBAL_HEAD);
+        node::signal(&registry().node(next).locked, GLOBAL_HEAD + k);
+    }
+
+    /// Contention detected: switch the lock from plain to NUMA mode. The plain
+    /// queue is frozen where it is (new waiters enter the metadata from now on)
+    /// and keeps one reference in the count until its last waiter has passed.
+    fn try_switch(&self, me: Me) {
+        let cur = self.tail.load(Ordering::Relaxed);
+        if cur & NUMA_MODE != 0 || cur >> CODE_SHIFT == me.code {
+            // Switched already (we are in a frozen plain queue), or nobody is
+            // queued behind us: nothing to detect.
+            return;
+        }
+        let hint = (self as *const Self as usize) >> 4;
+        let mut claimed = None;
+        if !self.try_claim(&mut claimed, hint) {
+            return;
+        }
+        let m = claimed.expect("claimed above");
+        let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (cur & NO_STEAL);
+        // AcqRel on success. Acquire: the last plain waiter's initialization of
+        // its node (`next = 0`, before its Release enqueue CAS, which we read)
+        // happens-before our END_OF_CHAIN store into it. Release: publishes our
+        // claim of `m` to the waiters that join with an Acquire increment.
+        // Relaxed on failure: a waiter enqueued meanwhile; the next head retries.
+        match self
+            .tail
+            .compare_exchange(cur, new, Ordering::AcqRel, Ordering::Relaxed)
+        {
+            Ok(_) => {
+                sync::event("hq-switch");
+                #[cfg(feature = "stats")]
+                self.counters.hq_event(crate::stats::HqEvent::ModeSwitch);
+                sync::trace(|| format!("switched to meta {m}, plain tail {}", cur >> CODE_SHIFT));
+                // Release: the last plain waiter reads END_OF_CHAIN with Acquire
+                // and then reads the tail word: it must see our switch.
+                registry()
+                    .node(cur >> CODE_SHIFT)
+                    .next
+                    .store(END_OF_CHAIN, Ordering::Release);
+            }
+            Err(_) => pool().free(m),
+        }
     }
 
     /// NUMA mode in metadata `m`: node queue, list, lock, hand-off, leave.
@@ -1004,5 +1079,36 @@ mod tests {
         let raw = unsafe { M.raw() };
         assert!(!raw.is_numa_bound(), "metadata still bound after the last release");
         assert_eq!(raw.tail.load(Ordering::Relaxed), 0);
+    }
+
+    /// With counters: sustained contention from 8 threads on 4 virtual nodes
+    /// (strict FIFO, so arrivals queue; the holder yields its CPU so that
+    /// queues form on 2 CPUs) switches episodes to NUMA mode and hands off
+    /// locally and remotely.
+    #[cfg(feature = "stats")]
+    #[test]
+    fn sustained_contention_switches_and_hands_off_locally() {
+        static STRICT: Config = Config::DEFAULT.steal_bound_ns(0);
+        static M: lock_api::Mutex<RawHqLock<&'static Config>, u64> =
+            lock_api::Mutex::from_raw(RawHqLock::with_config(&STRICT), 0);
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                s.spawn(move || {
+                    numa_topology::set_current_thread_node(Some(i % 4));
+                    for _ in 0..2000 {
+                        let mut g = M.lock();
+                        *g += 1;
+                        std::thread::yield_now();
+                    }
+                });
+            }
+        });
+        assert_eq!(*M.lock(), 16_000);
+        // SAFETY: only read.
+        let stats = unsafe { M.raw() }.stats();
+        assert!(stats.mode_switches > 0, "{stats:?}");
+        assert!(stats.binds == 0, "episodes start plain: {stats:?}");
+        assert!(stats.local_handoffs > 0, "{stats:?}");
+        assert!(stats.remote_handoffs > 0, "{stats:?}");
     }
 }

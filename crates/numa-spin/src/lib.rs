@@ -159,7 +159,7 @@ pub use lock_api;
 
 pub use config::{
     Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_HQ_HANDOFF_THRESHOLD,
-    ENV_SHUFFLE_REDUCTION,
+    ENV_HQ_SWITCH_THRESHOLD, ENV_SHUFFLE_REDUCTION,
     ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS, ENV_WAIT_POLICY, Global, Tunables, WaitPolicy,
 };
 #[cfg(not(numa_loom))]

@@ -40,6 +40,11 @@ pub struct Stats {
     /// HQ lock: contention episodes (or racing arrivals) that found the metadata
     /// pool exhausted and ran in plain queued mode.
     pub pool_fallbacks: u64,
+    /// HQ lock: switches from plain queued to NUMA mode during a contention
+    /// episode (contention detected, [`Config::hq_switch_threshold`]).
+    ///
+    /// [`Config::hq_switch_threshold`]: crate::Config::hq_switch_threshold
+    pub mode_switches: u64,
 }
 
 /// An HQ event counted by [`Counters::hq_event`].
@@ -51,8 +56,11 @@ pub(crate) enum HqEvent {
     RemoteHandoff,
     /// A binding (by an arriving waiter, not the holder).
     Bind,
-    /// A pool-exhausted fallback (by an arriving waiter).
+    /// A pool-exhausted fallback (by an arriving waiter, or by a plain queue
+    /// head that wanted to switch to NUMA mode).
     PoolFallback,
+    /// A switch from plain to NUMA mode (by the holder).
+    ModeSwitch,
 }
 
 impl Stats {
@@ -75,6 +83,7 @@ pub(crate) struct Counters {
     remote_handoffs: AtomicU64,
     binds: AtomicU64,
     pool_fallbacks: AtomicU64,
+    mode_switches: AtomicU64,
     /// Node of the last holder, `u32::MAX` before the first acquisition.
     last_node: AtomicU32,
 }
@@ -102,6 +111,7 @@ impl Counters {
             remote_handoffs: AtomicU64::new(0),
             binds: AtomicU64::new(0),
             pool_fallbacks: AtomicU64::new(0),
+            mode_switches: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -118,6 +128,7 @@ impl Counters {
             remote_handoffs: AtomicU64::new(0),
             binds: AtomicU64::new(0),
             pool_fallbacks: AtomicU64::new(0),
+            mode_switches: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -162,6 +173,7 @@ impl Counters {
             HqEvent::PoolFallback => {
                 self.pool_fallbacks.fetch_add(1, Ordering::Relaxed);
             }
+            HqEvent::ModeSwitch => bump(&self.mode_switches),
         }
     }
 
@@ -177,6 +189,7 @@ impl Counters {
             remote_handoffs: self.remote_handoffs.load(Ordering::Relaxed),
             binds: self.binds.load(Ordering::Relaxed),
             pool_fallbacks: self.pool_fallbacks.load(Ordering::Relaxed),
+            mode_switches: self.mode_switches.load(Ordering::Relaxed),
         }
     }
 }

@@ -606,22 +606,27 @@ fn new_arrival_spliced_behind_secondary_queue() {
 // Path counters are the lock's own loom events (`loom_hooks::loom_event_count`),
 // counted over all executions of a test.
 
-/// An HQ config: hand-off threshold `threshold`, stealing unbounded.
+/// An HQ config: hand-off threshold `threshold`, NUMA mode from the first
+/// waiter (switch threshold 0), steal bound `steal_bound_ns`.
 fn hq_config(threshold: u32, steal_bound_ns: u64) -> &'static Config {
     Box::leak(Box::new(
-        config(u64::MAX, steal_bound_ns).hq_handoff_threshold(threshold),
+        config(u64::MAX, steal_bound_ns)
+            .hq_handoff_threshold(threshold)
+            .hq_switch_threshold(0),
     ))
 }
 
-/// Two threads on nodes 0 and 1 each acquire twice (no main critical section):
-/// loom's cell reports any two unordered critical sections; the lock binds
-/// metadata in some executions and hands the list's head position from one node
-/// queue to the other in some.
+/// Two threads on nodes 0 and 1 queue behind main (in either order), then each
+/// acquires twice, the second time racing the other's hand-offs: loom's cell
+/// reports any two unordered critical sections; the lock hands the list's head
+/// position from one node queue to the other.
 #[test]
 fn hq_mutual_exclusion_two_nodes_twice() {
     let cfg = hq_config(1000, u64::MAX);
     model(move || {
+        loom_hooks::reset_loom_enqueues();
         let shared = Shared::<Hq>::new(cfg);
+        shared.lock.acquire();
         let handles: Vec<_> = (0..2)
             .map(|i| {
                 let shared = shared.clone();
@@ -633,6 +638,9 @@ fn hq_mutual_exclusion_two_nodes_twice() {
                 })
             })
             .collect();
+        wait_for_enqueues(2);
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.release() };
         for h in handles {
             h.join().unwrap();
         }
@@ -732,7 +740,9 @@ fn hq_arrival_races_release_and_unbind() {
 fn hq_pool_exhausted_falls_back_to_plain_mode() {
     let cfg = hq_config(1000, u64::MAX);
     loom_hooks::set_loom_pool_size(1);
-    model(move || {
+    // Bound 0: both queue heads spin at once, waiting for main (see
+    // `model_bounded`).
+    model_bounded(Some(0), move || {
         loom_hooks::reset_loom_enqueues();
         let one = Shared::<Hq>::new(cfg);
         let two = Shared::<Hq>::new(cfg);
@@ -770,4 +780,52 @@ fn hq_pool_exhausted_falls_back_to_plain_mode() {
     assert!(loom_hooks::loom_event_count("hq-bind") > 0);
     assert!(loom_hooks::loom_event_count("hq-pool-exhausted") > 0);
     assert!(loom_hooks::loom_event_count("hq-plain") > 0);
+}
+
+/// Contention-triggered mode switch, switch threshold 1: main holds the lock
+/// while A (node 0) and B (node 1) queue in plain mode; W (node 1) arrives
+/// while main releases. B, head after one plain hand-off, switches the lock to
+/// NUMA mode if W is queued behind it (W's node then ends the frozen plain
+/// queue: W drops the queue's reference and the last one out unbinds); W may
+/// also arrive after the switch and join the metadata, or after the episode.
+#[test]
+fn hq_mode_switch_during_contention() {
+    let cfg: &'static Config = Box::leak(Box::new(
+        config(u64::MAX, u64::MAX)
+            .hq_handoff_threshold(1000)
+            .hq_switch_threshold(1),
+    ));
+    model_bounded(Some(1), move || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<Hq>::new(cfg);
+        shared.lock.acquire();
+        let mut handles = Vec::new();
+        for (i, node) in [0u32, 1].into_iter().enumerate() {
+            let shared = shared.clone();
+            handles.push(thread::spawn(move || {
+                loom_hooks::set_loom_node(node);
+                shared.critical(i + 1, false);
+            }));
+            wait_for_enqueues(i + 1);
+        }
+        let w = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                loom_hooks::set_loom_node(1);
+                shared.critical(3, false);
+            })
+        };
+        shared.record(0);
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.release() };
+        for h in handles {
+            h.join().unwrap();
+        }
+        w.join().unwrap();
+        let mut log = shared.log();
+        log.sort_unstable();
+        assert_eq!(log, [0, 1, 2, 3]);
+        assert!(!shared.lock.is_numa_bound(), "metadata left bound");
+    });
+    assert!(loom_hooks::loom_event_count("hq-switch") > 0, "never switched");
 }
