@@ -17,9 +17,9 @@
 //! queued behind the head. The head then binds metadata and swings the tail word
 //! to it; the plain queue is frozen where it is (its last node is marked
 //! `END_OF_CHAIN`) and drains as before, holding one reference in the waiter
-//! count, while new waiters enter the metadata. (While it drains, its head and
-//! the NUMA side's global head both wait on `locked`; exclusion never depended
-//! on a single spinner.)
+//! count, while new waiters enter the metadata. The NUMA side's global head
+//! waits at the metadata's *gate* until the frozen queue's last waiter has
+//! taken the lock and opens it, so one waiter at a time spins on `locked`.
 //!
 //! - **NUMA mode.** The first waiter *binds* the lock to metadata taken from a
 //!   process-wide pool ([`POOL_SIZE`] entries): per-NUMA-node FIFO queues (MCS
@@ -155,6 +155,13 @@ struct NodeQueue {
 pub(crate) struct Meta {
     /// The list's tail: node index + 1 of the last node queue, 0 = empty list.
     gtail: CachePadded<AtomicU32>,
+    /// The NUMA side's gate: [`GO`] once no plain queue is left ahead of it
+    /// (set by the binder, or by the last waiter of the plain queue frozen by a
+    /// mode switch); `WAIT` (0, the pool's state) while that queue drains, so
+    /// that its heads and the NUMA side's global head never compete for
+    /// `locked` (a global head that kept re-taking the lock starved the frozen
+    /// queue). A global head waits here before it waits on `locked`.
+    gate: CachePadded<AtomicU32>,
     queues: [CachePadded<NodeQueue>; MAX_NODES],
 }
 
@@ -163,6 +170,7 @@ impl Meta {
     const fn new() -> Self {
         Meta {
             gtail: CachePadded::new(AtomicU32::new(0)),
+            gate: CachePadded::new(AtomicU32::new(0)),
             queues: [const {
                 CachePadded::new(NodeQueue {
                     tail: AtomicU32::new(0),
@@ -177,6 +185,7 @@ impl Meta {
     fn new() -> Self {
         Meta {
             gtail: CachePadded::new(AtomicU32::new(0)),
+            gate: CachePadded::new(AtomicU32::new(0)),
             queues: std::array::from_fn(|_| {
                 CachePadded::new(NodeQueue {
                     tail: AtomicU32::new(0),
@@ -546,6 +555,9 @@ impl<T: Tunables> RawHqLock<T> {
                 }
             } else {
                 let m = claimed.expect("claimed above");
+                // No plain queue ahead: open the gate. Relaxed: published by the
+                // Release of the binding CAS below (the entry is ours until then).
+                pool().meta(m).gate.store(GO, Ordering::Relaxed);
                 let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (t & NO_STEAL) | strict;
                 // Release on success: publishes our claim of `m` (whose Acquire
                 // made the previous binding's accesses visible) to the waiters
@@ -568,7 +580,9 @@ impl<T: Tunables> RawHqLock<T> {
             }
         };
         if let Some(m) = claimed {
-            // Claimed for a binding that another waiter made first.
+            // Claimed for a binding that another waiter made first: close the
+            // gate we may have opened (Relaxed: published by `free`'s Release).
+            pool().meta(m).gate.store(node::WAIT, Ordering::Relaxed);
             pool().free(m);
         }
         sync::trace(|| format!("entered code {} tail {t:#x}", me.code));
@@ -637,7 +651,11 @@ impl<T: Tunables> RawHqLock<T> {
             // metadata while the reference we drop is counted.
             let t = self.tail.load(Ordering::Relaxed);
             sync::trace(|| format!("end of the plain queue, tail {t:#x}"));
-            self.leave((t >> META_SHIFT) & META_MASK);
+            let m = (t >> META_SHIFT) & META_MASK;
+            // Open the NUMA side's gate (Release inside; we hold the lock, so
+            // its global head gets `locked` only after our release anyway).
+            node::signal(&pool().meta(m).gate, GO);
+            self.leave(m);
             return;
         }
         // Release inside: the lock's history to the new head.
@@ -725,6 +743,12 @@ impl<T: Tunables> RawHqLock<T> {
                 0
             }
         };
+        // Acquire: pairs with the Release of the gate's opening (the signal, or
+        // the binding CAS through our Acquire increment); only picks the moment.
+        if meta.gate.load(Ordering::Acquire) != GO {
+            sync::event("hq-gate-wait");
+            node::wait_signal(&meta.gate, cfg);
+        }
         self.wait_for_lock(cfg);
         sync::trace(|| format!("node queue {n}: acquired, batch {batch}"));
         self.pass_numa(me, meta, n, batch, cfg);
@@ -852,6 +876,10 @@ impl<T: Tunables> RawHqLock<T> {
             ) {
                 Ok(_) => {
                     if new == 0 {
+                        // Close the gate for the entry's next binding. Relaxed:
+                        // nobody waits on it (no waiter is counted), and the
+                        // Release of `free` publishes it to the next claimer.
+                        pool().meta(m).gate.store(node::WAIT, Ordering::Relaxed);
                         sync::event("hq-unbind");
                         sync::trace(|| format!("unbound meta {m}"));
                         pool().free(m);
@@ -1088,7 +1116,7 @@ mod tests {
     #[cfg(feature = "stats")]
     #[test]
     fn sustained_contention_switches_and_hands_off_locally() {
-        static STRICT: Config = Config::DEFAULT.steal_bound_ns(0);
+        static STRICT: Config = Config::DEFAULT.steal_bound_ns(0).hq_switch_threshold(50);
         static M: lock_api::Mutex<RawHqLock<&'static Config>, u64> =
             lock_api::Mutex::from_raw(RawHqLock::with_config(&STRICT), 0);
         std::thread::scope(|s| {

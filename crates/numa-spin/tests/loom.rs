@@ -783,24 +783,28 @@ fn hq_pool_exhausted_falls_back_to_plain_mode() {
 }
 
 /// Contention-triggered mode switch, switch threshold 1: main holds the lock
-/// while A (node 0) and B (node 1) queue in plain mode; W (node 1) arrives
-/// while main releases. B, head after one plain hand-off, switches the lock to
-/// NUMA mode if W is queued behind it (W's node then ends the frozen plain
-/// queue: W drops the queue's reference and the last one out unbinds); W may
-/// also arrive after the switch and join the metadata, or after the episode.
+/// while A (node 0), B (node 1) and C (node 0) queue in plain mode; W (node 1)
+/// arrives while main releases; strict FIFO (no stealing past the queue). B,
+/// head after one plain hand-off with a waiter
+/// behind it, switches the lock to NUMA mode: the plain queue is frozen with C
+/// or W last. A W arriving after the switch joins the metadata and waits at its
+/// gate until the frozen queue's last waiter opens it, so it is served last; the
+/// last one out unbinds.
 #[test]
 fn hq_mode_switch_during_contention() {
+    static GATED: AtomicUsize = AtomicUsize::new(0);
     let cfg: &'static Config = Box::leak(Box::new(
-        config(u64::MAX, u64::MAX)
+        config(u64::MAX, 0)
             .hq_handoff_threshold(1000)
             .hq_switch_threshold(1),
     ));
     model_bounded(Some(1), move || {
+        let gate_waits = loom_hooks::loom_event_count("hq-gate-wait");
         loom_hooks::reset_loom_enqueues();
         let shared = Shared::<Hq>::new(cfg);
         shared.lock.acquire();
         let mut handles = Vec::new();
-        for (i, node) in [0u32, 1].into_iter().enumerate() {
+        for (i, node) in [0u32, 1, 0].into_iter().enumerate() {
             let shared = shared.clone();
             handles.push(thread::spawn(move || {
                 loom_hooks::set_loom_node(node);
@@ -812,7 +816,7 @@ fn hq_mode_switch_during_contention() {
             let shared = shared.clone();
             thread::spawn(move || {
                 loom_hooks::set_loom_node(1);
-                shared.critical(3, false);
+                shared.critical(4, false);
             })
         };
         shared.record(0);
@@ -822,10 +826,19 @@ fn hq_mode_switch_during_contention() {
             h.join().unwrap();
         }
         w.join().unwrap();
-        let mut log = shared.log();
-        log.sort_unstable();
-        assert_eq!(log, [0, 1, 2, 3]);
+        let log = shared.log();
+        let mut sorted = log.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 1, 2, 3, 4]);
+        assert_eq!(log[..4], [0, 1, 2, 3], "the plain queue is FIFO: {log:?}");
+        if loom_hooks::loom_event_count("hq-gate-wait") > gate_waits {
+            GATED.fetch_add(1, StdOrdering::Relaxed);
+        }
         assert!(!shared.lock.is_numa_bound(), "metadata left bound");
     });
     assert!(loom_hooks::loom_event_count("hq-switch") > 0, "never switched");
+    assert!(
+        GATED.load(StdOrdering::Relaxed) > 0,
+        "no waiter ever waited at the gate"
+    );
 }

@@ -190,6 +190,8 @@ fn hq_workload(cfg: &'static Config, threads: usize, nodes: u32, ops: usize) {
         assert!(!lock.is_held(), "lock left held");
         assert!(!lock.is_numa_bound(), "metadata left bound");
         assert!(lock.try_acquire(), "lock not free at the end");
+        // SAFETY: acquired just above.
+        unsafe { lock.release() };
     });
 }
 
@@ -210,4 +212,20 @@ fn hq_small_pool_bounded_stealing() {
     let tick = loom_hooks::LOOM_TICK_NS;
     let cfg = Box::leak(Box::new(config(u64::MAX, tick).hq_handoff_threshold(2)));
     hq_workload(cfg, 8, 3, 20);
+}
+
+#[test]
+fn hq_mode_switch_after_one_handoff_strict_fifo() {
+    let cfg = Box::leak(Box::new(config(u64::MAX, 0).hq_switch_threshold(1)));
+    hq_workload(cfg, 6, 3, 30);
+}
+
+#[test]
+fn hq_mode_switch_after_one_handoff_stealing() {
+    let cfg = Box::leak(Box::new(
+        config(u64::MAX, u64::MAX)
+            .hq_switch_threshold(1)
+            .hq_handoff_threshold(1),
+    ));
+    hq_workload(cfg, 6, 3, 30);
 }
