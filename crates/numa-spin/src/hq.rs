@@ -539,12 +539,10 @@ impl<T: Tunables> RawHqLock<T> {
                 // node's initialization to the waiter that links behind us;
                 // Acquire makes our predecessor's initialization (its `next = 0`)
                 // happen-before our write of its `next`. Relaxed on failure.
-                match self.tail.compare_exchange_weak(
-                    t,
-                    new,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                ) {
+                match self
+                    .tail
+                    .compare_exchange_weak(t, new, Ordering::AcqRel, Ordering::Relaxed)
+                {
                     Ok(_) => {
                         sync::event("hq-plain");
                         #[cfg(numa_loom)]
@@ -562,12 +560,10 @@ impl<T: Tunables> RawHqLock<T> {
                 // Release on success: publishes our claim of `m` (whose Acquire
                 // made the previous binding's accesses visible) to the waiters
                 // that join with an Acquire increment. Relaxed on failure.
-                match self.tail.compare_exchange_weak(
-                    t,
-                    new,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
+                match self
+                    .tail
+                    .compare_exchange_weak(t, new, Ordering::Release, Ordering::Relaxed)
+                {
                     Ok(_) => {
                         claimed = None;
                         sync::event("hq-bind");
@@ -608,10 +604,7 @@ impl<T: Tunables> RawHqLock<T> {
         if pred != 0 {
             // Release: our node's initialization happens-before the head that
             // follows this link (Acquire) writes our `locked`.
-            registry()
-                .node(pred)
-                .next
-                .store(me.code, Ordering::Release);
+            registry().node(pred).next.store(me.code, Ordering::Release);
             k = node::wait_signal(&me.node.locked, cfg) - GLOBAL_HEAD;
         }
         self.wait_for_lock(cfg);
@@ -623,7 +616,7 @@ impl<T: Tunables> RawHqLock<T> {
     /// waiter head or empty the queue.
     fn pass_plain(&self, me: Me, k: u32, cfg: &Config) {
         let sw = cfg.hq_switch_threshold;
-        if sw != 0 && k >= sw && (k - sw) % SWITCH_RETRY == 0 {
+        if sw != 0 && k >= sw && (k - sw).is_multiple_of(SWITCH_RETRY) {
             self.try_switch(me);
         }
         let mut next = me.node.next.load(Ordering::Acquire);
@@ -719,10 +712,7 @@ impl<T: Tunables> RawHqLock<T> {
         if pred != 0 {
             // Release: our node's initialization happens-before the local head
             // that reads this link (Acquire) and signals our `locked`.
-            registry()
-                .node(pred)
-                .next
-                .store(me.code, Ordering::Release);
+            registry().node(pred).next.store(me.code, Ordering::Release);
             // Acquire inside: pairs with the Release swap of `signal`.
             #[cfg(numa_loom)]
             sync::note_enqueued();
@@ -863,17 +853,19 @@ impl<T: Tunables> RawHqLock<T> {
             debug_assert!(t & NUMA_MODE != 0 && (t >> META_SHIFT) & META_MASK == m);
             debug_assert!(t >> COUNT_SHIFT != 0);
             // The last one out clears the word (and NO_STEAL with it).
-            let new = if t >> COUNT_SHIFT == 1 { 0 } else { t - COUNT_ONE };
+            let new = if t >> COUNT_SHIFT == 1 {
+                0
+            } else {
+                t - COUNT_ONE
+            };
             // AcqRel on success: Release orders our accesses to `m` before the
             // decrement, Acquire makes the last one out see every earlier
             // decrementer's accesses (the decrements form a release sequence)
             // before it frees `m`. Relaxed on failure: we retry.
-            match self.tail.compare_exchange_weak(
-                t,
-                new,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
+            match self
+                .tail
+                .compare_exchange_weak(t, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => {
                     if new == 0 {
                         // Close the gate for the entry's next binding. Relaxed:
@@ -1105,7 +1097,10 @@ mod tests {
         assert_eq!(*M.lock(), 16_000);
         // SAFETY: only read.
         let raw = unsafe { M.raw() };
-        assert!(!raw.is_numa_bound(), "metadata still bound after the last release");
+        assert!(
+            !raw.is_numa_bound(),
+            "metadata still bound after the last release"
+        );
         assert_eq!(raw.tail.load(Ordering::Relaxed), 0);
     }
 

@@ -136,9 +136,9 @@ compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features numa
 pub mod backoff;
 pub mod cna;
 pub mod config;
-pub mod hq;
 #[cfg(not(numa_loom))]
 mod fair;
+pub mod hq;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
@@ -159,11 +159,12 @@ pub use lock_api;
 
 pub use config::{
     Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_HQ_HANDOFF_THRESHOLD,
-    ENV_HQ_SWITCH_THRESHOLD, ENV_SHUFFLE_REDUCTION,
-    ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS, ENV_WAIT_POLICY, Global, Tunables, WaitPolicy,
+    ENV_HQ_SWITCH_THRESHOLD, ENV_SHUFFLE_REDUCTION, ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS,
+    ENV_WAIT_POLICY, Global, Tunables, WaitPolicy,
 };
 #[cfg(not(numa_loom))]
 pub use fair::{FairMutex, FairMutexGuard, MappedFairMutexGuard, RawFairMutex};
+pub use hq::{HqMutex, HqMutexGuard, RawHqLock, RawHqMutex};
 #[cfg(feature = "stats")]
 pub use mutex::stats_of;
 #[cfg(feature = "arc_lock")]
@@ -172,7 +173,6 @@ pub use mutex::{
     MappedMutexGuard, Mutex, MutexGuard, QueuedMutex, QueuedMutexGuard, RawMutex, RawQueuedMutex,
     RawTunedMutex, RawTunedQueuedMutex, TunedMutex, TunedMutexGuard,
 };
-pub use hq::{HqMutex, HqMutexGuard, RawHqLock, RawHqMutex};
 pub use raw_lock::RawLock;
 pub use remutex::{MappedReentrantMutexGuard, RawThreadId, ReentrantMutex, ReentrantMutexGuard};
 #[cfg(feature = "stats")]

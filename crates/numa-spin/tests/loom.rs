@@ -723,8 +723,14 @@ fn hq_arrival_races_release_and_unbind() {
             n => panic!("{n} bindings"),
         };
     });
-    assert!(loom_hooks::loom_event_count("hq-join") > 0, "W never joined");
-    assert!(FRESH_BINDS.load(StdOrdering::Relaxed) > 0, "W never bound afresh");
+    assert!(
+        loom_hooks::loom_event_count("hq-join") > 0,
+        "W never joined"
+    );
+    assert!(
+        FRESH_BINDS.load(StdOrdering::Relaxed) > 0,
+        "W never bound afresh"
+    );
     assert!(
         STEALS_OR_JOINS.load(StdOrdering::Relaxed) > 0,
         "W never stole nor joined"
@@ -836,7 +842,10 @@ fn hq_mode_switch_during_contention() {
         }
         assert!(!shared.lock.is_numa_bound(), "metadata left bound");
     });
-    assert!(loom_hooks::loom_event_count("hq-switch") > 0, "never switched");
+    assert!(
+        loom_hooks::loom_event_count("hq-switch") > 0,
+        "never switched"
+    );
     assert!(
         GATED.load(StdOrdering::Relaxed) > 0,
         "no waiter ever waited at the gate"
