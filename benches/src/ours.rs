@@ -22,6 +22,7 @@ fn spin_stats(s: numa_spin::Stats) -> LockStats {
         ("remote_handoffs", s.remote_handoffs),
         ("binds", s.binds),
         ("pool_fallbacks", s.pool_fallbacks),
+        ("mode_switches", s.mode_switches),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -72,7 +72,10 @@ pub struct Config {
     /// queue became non-empty; checked when a waiter becomes queue head.
     /// 0 = flush at every hand-off (close to FIFO), `u64::MAX` = only when the main
     /// queue runs empty (best throughput, remote waiters can starve under sustained
-    /// local load). Default 1 ms (CNA v15).
+    /// local load). Default 1 ms (CNA v15). The HQ lock uses the same bound for a
+    /// node queue's turn of local hand-offs (with [`hq_handoff_threshold`]).
+    ///
+    /// [`hq_handoff_threshold`]: Config::hq_handoff_threshold
     pub flush_threshold_ns: u64,
     /// Shuffle reduction: while the secondary queue is empty, the queue head scans
     /// the main queue for same-node waiters only with probability

@@ -116,8 +116,9 @@
 //! # Cargo features
 //!
 //! - `stats`: per-lock counters (`Stats`: acquisitions, contended acquisitions,
-//!   same-node and cross-node hand-offs, secondary-queue flushes), read with
-//!   `RawLock::stats` or `stats_of`. Makes the lock bigger and adds a
+//!   same-node and cross-node hand-offs, secondary-queue flushes; for the HQ lock
+//!   local and remote hand-offs, metadata binds, pool fallbacks, mode switches),
+//!   read with `RawLock::stats`, `RawHqLock::stats` or `stats_of`. Makes the lock bigger and adds a
 //!   thread-local read and counter updates to every acquisition; without the
 //!   feature they do not exist.
 //!
