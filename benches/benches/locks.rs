@@ -22,7 +22,7 @@ use numa_bench::locks::{
     BenchMutex, BenchRwLock, MutexKind, ParkingLot, ParkingLotRw, RwLockKind, Spin, Std, StdRw,
     Ticket,
 };
-use numa_bench::ours::{Cna, Cst, CstRw, Queued};
+use numa_bench::ours::{Cna, Cst, CstRw, Hq, Queued};
 
 /// The protected data: two cache lines, like `locktorture`'s default.
 #[repr(align(64))]
@@ -138,6 +138,7 @@ fn rwlock_benches<K: RwLockKind>(c: &mut Criterion, name: &str) {
 fn all(c: &mut Criterion) {
     mutex_benches::<Cna>(c, "cna");
     mutex_benches::<Queued>(c, "queued");
+    mutex_benches::<Hq>(c, "hq");
     mutex_benches::<Cst>(c, "cst");
     mutex_benches::<ParkingLot>(c, "parking_lot");
     mutex_benches::<Std>(c, "std");

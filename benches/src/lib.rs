@@ -67,7 +67,7 @@ use workloads::WorkloadName;
 pub enum BenchError {
     /// `--lock` named no known lock.
     #[error(
-        "unknown lock {0:?}: expected one of cna, queued, cst, parking_lot, std, spin, ticket, cst-rw, parking_lot-rw, std-rw"
+        "unknown lock {0:?}: expected one of cna, queued, hq, cst, parking_lot, std, spin, ticket, cst-rw, parking_lot-rw, std-rw"
     )]
     UnknownLock(String),
     /// `--workload` named no known workload.

@@ -106,6 +106,8 @@ impl LockName {
     pub const Cna: LockName = LockName::named("cna");
     /// `queued`: `numa_spin::RawQueuedMutex`, the same queue spinlock without NUMA ordering.
     pub const Queued: LockName = LockName::named("queued");
+    /// `hq`: `numa_spin::RawHqMutex`, the HQ hierarchical queued NUMA-aware spinlock.
+    pub const Hq: LockName = LockName::named("hq");
     /// `cst`: `cst_mutex::RawMutex`, the CST blocking mutex.
     pub const Cst: LockName = LockName::named("cst");
     /// `parking_lot`: `parking_lot::RawMutex`.
@@ -309,6 +311,7 @@ mod tests {
             [
                 "cna",
                 "queued",
+                "hq",
                 "cst",
                 "parking_lot",
                 "std",

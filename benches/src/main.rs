@@ -93,7 +93,7 @@ struct Common {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Lock: cna, queued, cst, parking_lot, std, spin, ticket (mutexes);
+    /// Lock: cna, queued, hq, cst, parking_lot, std, spin, ticket (mutexes);
     /// cst-rw, parking_lot-rw, std-rw (rwlock workload).
     #[arg(long)]
     lock: LockName,

@@ -1,7 +1,7 @@
 //! This workspace's locks as benchmark lock families, with their counters.
 //!
 //! With this package's `lock-stats` feature (which turns on `numa_spin`'s
-//! `stats`), `cna` and `queued` report their counters: acquisitions, contended acquisitions, same- and cross-node
+//! `stats`), `cna`, `queued` and `hq` report their counters: acquisitions, contended acquisitions, same- and cross-node
 //! handoffs, secondary-queue flushes. `cst` and `cst-rw` report the number of
 //! snodes the lock allocated (nodes that contended on it).
 
@@ -18,6 +18,11 @@ fn spin_stats(s: numa_spin::Stats) -> LockStats {
         ("same_node_handoffs", s.same_node_handoffs),
         ("cross_node_handoffs", s.cross_node_handoffs),
         ("flushes", s.flushes),
+        ("local_handoffs", s.local_handoffs),
+        ("remote_handoffs", s.remote_handoffs),
+        ("binds", s.binds),
+        ("pool_fallbacks", s.pool_fallbacks),
+        ("mode_switches", s.mode_switches),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -34,6 +39,9 @@ pub fn raw_stats(raw: &dyn Any) -> Option<LockStats> {
             return Some(spin_stats(l.stats()));
         }
         if let Some(l) = raw.downcast_ref::<numa_spin::RawQueuedMutex>() {
+            return Some(spin_stats(l.stats()));
+        }
+        if let Some(l) = raw.downcast_ref::<numa_spin::RawHqMutex>() {
             return Some(spin_stats(l.stats()));
         }
     }
@@ -53,6 +61,10 @@ pub type Cna = LockApi<numa_spin::RawMutex>;
 /// `queued`: `numa_spin::RawQueuedMutex`, the same queue spinlock without the
 /// secondary queue (the NUMA-oblivious baseline, like the stock qspinlock).
 pub type Queued = LockApi<numa_spin::RawQueuedMutex>;
+
+/// `hq`: `numa_spin::RawHqMutex`, the HQ hierarchical queued NUMA-aware spinlock
+/// (seed 002).
+pub type Hq = LockApi<numa_spin::RawHqMutex>;
 
 /// `cst`: `cst_mutex::RawMutex`, the CST cohort blocking mutex.
 pub type Cst = LockApi<cst_mutex::RawMutex>;

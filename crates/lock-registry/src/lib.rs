@@ -55,7 +55,7 @@
 //!     .iter()
 //!     .filter_map(|l| numa_lock_registry::visit_lock_api(l, &mut Smoke))
 //!     .collect();
-//! assert_eq!(visited, ["cna", "queued", "cst", "parking_lot", "cst-rw", "parking_lot-rw"]);
+//! assert_eq!(visited, ["cna", "queued", "hq", "cst", "parking_lot", "cst-rw", "parking_lot-rw"]);
 //! ```
 //!
 //! Empty in model builds (`--cfg numa_loom`): the loom and shuttle tests of the
@@ -86,6 +86,7 @@ macro_rules! for_each_lock {
         $callback! {
             cna:            "cna"            in "numa-spin",   timed_mutex($crate::numa_spin::RawMutex);
             queued:         "queued"         in "numa-spin",   timed_mutex($crate::numa_spin::RawQueuedMutex);
+            hq:             "hq"             in "numa-spin",   timed_mutex($crate::numa_spin::RawHqMutex);
             cst:            "cst"            in "cst-mutex",   condvar($crate::cst_mutex::RawCondvar);
             parking_lot:    "parking_lot"    in "parking_lot", condvar($crate::parking_lot::RawCondvar);
             std:            "std"            in "std",         data_mutex($crate::StdMutex);

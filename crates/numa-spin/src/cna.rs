@@ -46,9 +46,8 @@
 //! cells through loom's race-detecting `UnsafeCell`.
 
 use crate::backoff::SpinWait;
-use crate::config::WaitPolicy;
 use crate::config::{Config, Tunables};
-use crate::node::{self, HEAD, HEAD_OWNER, HeadState, Me, PARKED, QNode, WAIT, registry};
+use crate::node::{self, HEAD, HEAD_OWNER, HeadState, Me, QNode, WAIT, registry};
 use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, RawLock, TAIL_SHIFT, UNLOCKED};
 use crate::sync::{self, Ordering};
 
@@ -187,44 +186,15 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// Waits on our node until a head makes us head; returns the flag and the
     /// inherited state.
     ///
-    /// Spins for the spin budget, then, with [`WaitPolicy::Park`], parks on the
-    /// node's word (paravirt qspinlock's `pv_wait_node`): we announce it by
-    /// turning `WAIT` into `PARKED`, and the head that hands head-ship over swaps
-    /// the word and wakes us if it saw `PARKED` (`pv_kick`). A waiter far from
-    /// the head then leaves its CPU to the threads that can make progress
-    /// instead of yielding it back and forth (seed 001: on an oversubscribed or
-    /// virtualized machine a spinning waiter burns the time slice its
-    /// predecessor needs).
+    /// Spins for the spin budget, then parks or yields ([`node::wait_signal`], the
+    /// waiting policy shared with the HQ lock); the head that hands head-ship over
+    /// wakes us ([`node::signal`] in `hand_off`).
     fn await_headship(&self, my: &QNode, my_numa: u32, cfg: &Config) -> (u32, HeadState) {
-        let park = cfg.wait_policy == WaitPolicy::Park;
-        let mut spin = SpinWait::new(cfg.spin_budget_ns);
-        let flag = loop {
-            // Acquire: pairs with the Release swap in `hand_off`, making the hand-off
-            // cell, the queue links the previous heads rewrote, and (for HEAD_OWNER)
-            // the previous critical section visible to us.
-            let v = my.locked.load(Ordering::Acquire);
-            if v != WAIT && v != PARKED {
-                sync::trace(|| format!("headship {v}"));
-                break v;
-            }
-            if park && spin.is_yielding() {
-                // Relaxed: the CAS only announces that we sleep; the head's swap
-                // then sees PARKED (or we see its value and do not sleep). What we
-                // wait for is read by the Acquire load above.
-                if v == PARKED
-                    || my
-                        .locked
-                        .compare_exchange(WAIT, PARKED, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok()
-                {
-                    // Returns at once if the word is no longer PARKED (the swap came
-                    // first), on a wake-up, or spuriously; the loop re-checks.
-                    sync::park(&my.locked, PARKED);
-                }
-                continue;
-            }
-            spin.snooze();
-        };
+        // Acquire inside: pairs with the Release swap in `hand_off`, making the
+        // hand-off cell, the queue links the previous heads rewrote, and (for
+        // HEAD_OWNER) the previous critical section visible to us.
+        let flag = node::wait_signal(&my.locked, cfg);
+        sync::trace(|| format!("headship {flag}"));
         // SAFETY: the previous head wrote the cell before its Release store of
         // `locked`, which we read with Acquire above; no head writes it again until we
         // are waiting again (only the head writes hand-off cells, only of waiting
@@ -463,16 +433,9 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                     }
                 }
             }
-            // A waiter swapped the tail but has not linked to us yet.
-            let mut spin = SpinWait::new(cfg.spin_budget_ns);
-            next = loop {
-                // Acquire: pairs with the waiter's Release link; we write its cells.
-                let n = me.node.next.load(Ordering::Acquire);
-                if n != 0 {
-                    break n;
-                }
-                spin.snooze();
-            };
+            // A waiter swapped the tail but has not linked to us yet. Acquire
+            // inside: pairs with the waiter's Release link; we write its cells.
+            next = node::wait_link(&me.node.next, cfg);
         }
         if has_secondary && flush {
             // Threshold reached: splice the secondary queue in front of `next`.
@@ -504,15 +467,10 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // head; its previous read of the cell (in an earlier head-ship) happened before
         // it re-enqueued, which happened-before we reached it through a link.
         node.handoff.with_mut(|p| unsafe { *p = state });
-        // Release: publishes the cell, our queue rewiring, and (HEAD_OWNER) our
-        // critical section to the new head's Acquire load. A swap, not a store: if
-        // the waiter parked (PARKED), we must wake it. After the swap the node may
-        // be reused at once; the wake-up only names its address, which stays valid
-        // (nodes are never freed), and a stray wake-up of a later wait on the same
-        // node is a spurious one, which `await_headship` tolerates.
-        if node.locked.swap(flag, Ordering::Release) == PARKED {
-            sync::unpark_one(&node.locked);
-        }
+        // Release inside (a swap, waking the waiter if it parked): publishes the
+        // cell, our queue rewiring, and (HEAD_OWNER) our critical section to the
+        // new head's Acquire load in `node::wait_signal`.
+        node::signal(&node.locked, flag);
         sync::trace(|| "handed".into());
     }
 }

@@ -18,6 +18,8 @@
 //! | `NUMA_SPIN_SPIN_BUDGET_NS` | [`spin_budget_ns`](Config::spin_budget_ns) | ns | 20 000 (20 us) | this crate |
 //! | `NUMA_SPIN_STEAL_BOUND_NS` | [`steal_bound_ns`](Config::steal_bound_ns) | ns | 10 000 (10 us) | this crate; pvqspinlock hybrid mode, ShflLock |
 //! | `NUMA_SPIN_WAIT_POLICY` | [`wait_policy`](Config::wait_policy) | `park` / `yield` | `park` | paravirt qspinlock `pv_wait`/`pv_kick` (Linux `qspinlock_paravirt.h`) |
+//! | `NUMA_SPIN_HQ_HANDOFF_THRESHOLD` | [`hq_handoff_threshold`](Config::hq_handoff_threshold) | hand-offs | 1000 | HQ spinlock RFC (Stepanov, Huawei, 2025), its local hand-off threshold |
+//! | `NUMA_SPIN_HQ_SWITCH_THRESHOLD` | [`hq_switch_threshold`](Config::hq_switch_threshold) | hand-offs | 50 | HQ spinlock RFC, its contention detection (a hand-off counter over 50) |
 //!
 //! Values are decimal integers (`_` separators allowed) or `inf` (= `u64::MAX`,
 //! "never") for the three durations.
@@ -38,6 +40,10 @@ pub const ENV_SPIN_BUDGET_NS: &str = "NUMA_SPIN_SPIN_BUDGET_NS";
 pub const ENV_WAIT_POLICY: &str = "NUMA_SPIN_WAIT_POLICY";
 /// Environment variable for [`Config::steal_bound_ns`].
 pub const ENV_STEAL_BOUND_NS: &str = "NUMA_SPIN_STEAL_BOUND_NS";
+/// Environment variable for [`Config::hq_handoff_threshold`].
+pub const ENV_HQ_HANDOFF_THRESHOLD: &str = "NUMA_SPIN_HQ_HANDOFF_THRESHOLD";
+/// Environment variable for [`Config::hq_switch_threshold`].
+pub const ENV_HQ_SWITCH_THRESHOLD: &str = "NUMA_SPIN_HQ_SWITCH_THRESHOLD";
 
 /// The tunables of one lock (or of all locks using [`Global`]).
 ///
@@ -66,7 +72,10 @@ pub struct Config {
     /// queue became non-empty; checked when a waiter becomes queue head.
     /// 0 = flush at every hand-off (close to FIFO), `u64::MAX` = only when the main
     /// queue runs empty (best throughput, remote waiters can starve under sustained
-    /// local load). Default 1 ms (CNA v15).
+    /// local load). Default 1 ms (CNA v15). The HQ lock uses the same bound for a
+    /// node queue's turn of local hand-offs (with [`hq_handoff_threshold`]).
+    ///
+    /// [`hq_handoff_threshold`]: Config::hq_handoff_threshold
     pub flush_threshold_ns: u64,
     /// Shuffle reduction: while the secondary queue is empty, the queue head scans
     /// the main queue for same-node waiters only with probability
@@ -94,6 +103,20 @@ pub struct Config {
     /// while it is off the CPU. Default [`WaitPolicy::Park`] (see there for the
     /// measurement).
     pub wait_policy: WaitPolicy,
+    /// HQ lock only ([`RawHqMutex`](crate::RawHqMutex)): how many consecutive
+    /// *local* hand-offs (to the next waiter of the same NUMA node queue) a node
+    /// queue may make before the lock goes to the next node queue in the list
+    /// (a *remote* hand-off). 0 = always hand off remotely when another node
+    /// queue waits (round robin between nodes). Default 1000, the threshold of
+    /// the HQ spinlock RFC (seed 002, Stepanov et al., Huawei, 2025).
+    pub hq_handoff_threshold: u32,
+    /// HQ lock only: contention detection. A contention episode (from the first
+    /// waiter until the lock is completely released) starts in plain queued mode;
+    /// once its plain queue has made this many hand-offs, the queue head switches
+    /// the lock to NUMA mode (if the metadata pool has an entry) until the episode
+    /// ends. 0 = NUMA mode from the first waiter. Default 50, the RFC's
+    /// contention threshold ("a hand-off counter over 50").
+    pub hq_switch_threshold: u32,
 }
 
 /// What a queued waiter does after its spin budget ([`Config::wait_policy`]).
@@ -125,6 +148,8 @@ impl Config {
         spin_budget_ns: 20_000,
         steal_bound_ns: 10_000,
         wait_policy: WaitPolicy::Park,
+        hq_handoff_threshold: 1000,
+        hq_switch_threshold: 50,
     };
 
     /// Returns `self` with [`flush_threshold_ns`](Config::flush_threshold_ns) set.
@@ -152,6 +177,20 @@ impl Config {
     #[must_use]
     pub const fn wait_policy(mut self, policy: WaitPolicy) -> Self {
         self.wait_policy = policy;
+        self
+    }
+
+    /// Returns `self` with [`hq_handoff_threshold`](Config::hq_handoff_threshold) set.
+    #[must_use]
+    pub const fn hq_handoff_threshold(mut self, handoffs: u32) -> Self {
+        self.hq_handoff_threshold = handoffs;
+        self
+    }
+
+    /// Returns `self` with [`hq_switch_threshold`](Config::hq_switch_threshold) set.
+    #[must_use]
+    pub const fn hq_switch_threshold(mut self, handoffs: u32) -> Self {
+        self.hq_switch_threshold = handoffs;
         self
     }
 
@@ -216,6 +255,22 @@ impl Config {
                 Err(e) => errors.push(e),
             }
         }
+        let mut count = |var: &'static str, field: &mut u32| {
+            if let Some(raw) = lookup(var) {
+                match parse_u64(var, raw.clone()).and_then(|v| {
+                    u32::try_from(v).map_err(|_| ConfigError {
+                        var,
+                        value: raw.to_string_lossy().into_owned(),
+                        kind: ConfigErrorKind::OutOfRange,
+                    })
+                }) {
+                    Ok(v) => *field = v,
+                    Err(e) => errors.push(e),
+                }
+            }
+        };
+        count(ENV_HQ_HANDOFF_THRESHOLD, &mut config.hq_handoff_threshold);
+        count(ENV_HQ_SWITCH_THRESHOLD, &mut config.hq_switch_threshold);
         if let Some(raw) = lookup(ENV_WAIT_POLICY) {
             match raw.to_str().map(str::trim) {
                 Some(v) if v.eq_ignore_ascii_case("park") => config.wait_policy = WaitPolicy::Park,
@@ -429,8 +484,12 @@ mod tests {
             (ENV_SHUFFLE_REDUCTION, "1"),
             (ENV_SPIN_BUDGET_NS, " 500 "),
             (ENV_STEAL_BOUND_NS, "inf"),
+            (ENV_HQ_HANDOFF_THRESHOLD, "7"),
+            (ENV_HQ_SWITCH_THRESHOLD, "0"),
         ]));
         assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(config.hq_handoff_threshold, 7);
+        assert_eq!(config.hq_switch_threshold, 0);
         assert_eq!(config.flush_threshold_ns, 10_000_000);
         assert_eq!(config.shuffle_reduction.get(), 1);
         assert_eq!(config.spin_budget_ns, 500);

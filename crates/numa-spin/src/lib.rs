@@ -109,12 +109,16 @@
 //! - [`cna`]: the queue, the secondary queue, the fair hand-off, memory orderings.
 //! - [`node`]: why queue nodes are per-thread slots in a registry.
 //! - [`backoff`]: spinning calibrated in ns.
+//! - [`hq`]: the HQ lock ([`RawHqMutex`], [`HqMutex`]): per-NUMA-node queues in a
+//!   list, local then remote hand-offs, metadata bound from a pool while contended
+//!   (the HQ spinlock RFC, seed 002, Huawei 2025).
 //!
 //! # Cargo features
 //!
 //! - `stats`: per-lock counters (`Stats`: acquisitions, contended acquisitions,
-//!   same-node and cross-node hand-offs, secondary-queue flushes), read with
-//!   `RawLock::stats` or `stats_of`. Makes the lock bigger and adds a
+//!   same-node and cross-node hand-offs, secondary-queue flushes; for the HQ lock
+//!   local and remote hand-offs, metadata binds, pool fallbacks, mode switches),
+//!   read with `RawLock::stats`, `RawHqLock::stats` or `stats_of`. Makes the lock bigger and adds a
 //!   thread-local read and counter updates to every acquisition; without the
 //!   feature they do not exist.
 //!
@@ -135,6 +139,7 @@ pub mod cna;
 pub mod config;
 #[cfg(not(numa_loom))]
 mod fair;
+pub mod hq;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
@@ -154,11 +159,13 @@ pub mod timed;
 pub use lock_api;
 
 pub use config::{
-    Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_SHUFFLE_REDUCTION,
-    ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS, ENV_WAIT_POLICY, Global, Tunables, WaitPolicy,
+    Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_HQ_HANDOFF_THRESHOLD,
+    ENV_HQ_SWITCH_THRESHOLD, ENV_SHUFFLE_REDUCTION, ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS,
+    ENV_WAIT_POLICY, Global, Tunables, WaitPolicy,
 };
 #[cfg(not(numa_loom))]
 pub use fair::{FairMutex, FairMutexGuard, MappedFairMutexGuard, RawFairMutex};
+pub use hq::{HqMutex, HqMutexGuard, RawHqLock, RawHqMutex};
 #[cfg(feature = "stats")]
 pub use mutex::stats_of;
 #[cfg(feature = "arc_lock")]
@@ -177,7 +184,8 @@ pub use stats::Stats;
 #[doc(hidden)]
 pub mod loom_hooks {
     pub use crate::sync::{
-        LOOM_TICK_NS, reset_loom_enqueues, set_loom_node, wait_for_loom_enqueues,
+        LOOM_TICK_NS, loom_event_count, reset_loom_enqueues, set_loom_node, set_loom_pool_size,
+        wait_for_loom_enqueues,
     };
 
     /// The calling loom thread's queue-node code (allocating its slot).

@@ -30,6 +30,37 @@ pub struct Stats {
     /// Splices of the secondary queue back into the main queue: after the flush
     /// threshold, when the main queue ran empty, or for an `unlock_fair`.
     pub flushes: u64,
+    /// HQ lock: hand-offs of the global head-ship to the next waiter of the same
+    /// node queue (always 0 for CNA).
+    pub local_handoffs: u64,
+    /// HQ lock: hand-offs of the list's head position to the next node queue.
+    pub remote_handoffs: u64,
+    /// HQ lock: contention episodes that bound pool metadata (NUMA mode).
+    pub binds: u64,
+    /// HQ lock: contention episodes (or racing arrivals) that found the metadata
+    /// pool exhausted and ran in plain queued mode.
+    pub pool_fallbacks: u64,
+    /// HQ lock: switches from plain queued to NUMA mode during a contention
+    /// episode (contention detected, [`Config::hq_switch_threshold`]).
+    ///
+    /// [`Config::hq_switch_threshold`]: crate::Config::hq_switch_threshold
+    pub mode_switches: u64,
+}
+
+/// An HQ event counted by [`Counters::hq_event`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HqEvent {
+    /// A local hand-off (by the holder).
+    LocalHandoff,
+    /// A remote hand-off (by the holder).
+    RemoteHandoff,
+    /// A binding (by an arriving waiter, not the holder).
+    Bind,
+    /// A pool-exhausted fallback (by an arriving waiter, or by a plain queue
+    /// head that wanted to switch to NUMA mode).
+    PoolFallback,
+    /// A switch from plain to NUMA mode (by the holder).
+    ModeSwitch,
 }
 
 impl Stats {
@@ -48,6 +79,11 @@ pub(crate) struct Counters {
     same_node: AtomicU64,
     cross_node: AtomicU64,
     flushes: AtomicU64,
+    local_handoffs: AtomicU64,
+    remote_handoffs: AtomicU64,
+    binds: AtomicU64,
+    pool_fallbacks: AtomicU64,
+    mode_switches: AtomicU64,
     /// Node of the last holder, `u32::MAX` before the first acquisition.
     last_node: AtomicU32,
 }
@@ -71,6 +107,11 @@ impl Counters {
             same_node: AtomicU64::new(0),
             cross_node: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
+            local_handoffs: AtomicU64::new(0),
+            remote_handoffs: AtomicU64::new(0),
+            binds: AtomicU64::new(0),
+            pool_fallbacks: AtomicU64::new(0),
+            mode_switches: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -83,6 +124,11 @@ impl Counters {
             same_node: AtomicU64::new(0),
             cross_node: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
+            local_handoffs: AtomicU64::new(0),
+            remote_handoffs: AtomicU64::new(0),
+            binds: AtomicU64::new(0),
+            pool_fallbacks: AtomicU64::new(0),
+            mode_switches: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -113,6 +159,24 @@ impl Counters {
         bump(&self.flushes);
     }
 
+    /// Records an HQ event. Hand-offs are counted by the holder (holder-only
+    /// increment); binds and fallbacks by arriving waiters, which do not hold the
+    /// lock, so those use an atomic add (Relaxed: a counter, nothing to publish).
+    #[inline]
+    pub(crate) fn hq_event(&self, event: HqEvent) {
+        match event {
+            HqEvent::LocalHandoff => bump(&self.local_handoffs),
+            HqEvent::RemoteHandoff => bump(&self.remote_handoffs),
+            HqEvent::Bind => {
+                self.binds.fetch_add(1, Ordering::Relaxed);
+            }
+            HqEvent::PoolFallback => {
+                self.pool_fallbacks.fetch_add(1, Ordering::Relaxed);
+            }
+            HqEvent::ModeSwitch => bump(&self.mode_switches),
+        }
+    }
+
     /// A snapshot.
     pub(crate) fn snapshot(&self) -> Stats {
         Stats {
@@ -121,6 +185,11 @@ impl Counters {
             same_node_handoffs: self.same_node.load(Ordering::Relaxed),
             cross_node_handoffs: self.cross_node.load(Ordering::Relaxed),
             flushes: self.flushes.load(Ordering::Relaxed),
+            local_handoffs: self.local_handoffs.load(Ordering::Relaxed),
+            remote_handoffs: self.remote_handoffs.load(Ordering::Relaxed),
+            binds: self.binds.load(Ordering::Relaxed),
+            pool_fallbacks: self.pool_fallbacks.load(Ordering::Relaxed),
+            mode_switches: self.mode_switches.load(Ordering::Relaxed),
         }
     }
 }

@@ -302,6 +302,59 @@ pub fn wait_for_loom_enqueues(n: usize) {
     LOOM_ENQUEUE_WAITER.with(|w| *w.borrow_mut() = None);
 }
 
+#[cfg(numa_loom)]
+std::thread_local! {
+    // std thread-local: loom runs a model on the calling OS thread, so this is
+    // per test; read when an execution first uses the HQ metadata pool.
+    static LOOM_POOL_SIZE: std::cell::Cell<usize> = const { std::cell::Cell::new(2) };
+}
+
+/// Under loom: the number of HQ metadata entries in the pool of the executions
+/// that start after this call on this (test) thread; default 2.
+#[cfg(numa_loom)]
+pub fn set_loom_pool_size(size: usize) {
+    LOOM_POOL_SIZE.with(|s| s.set(size));
+}
+
+/// Under loom: the HQ metadata pool size set with [`set_loom_pool_size`].
+#[cfg(numa_loom)]
+pub(crate) fn loom_pool_size() -> usize {
+    LOOM_POOL_SIZE.with(std::cell::Cell::get)
+}
+
+#[cfg(numa_loom)]
+std::thread_local! {
+    static LOOM_EVENTS: std::cell::RefCell<Vec<(&'static str, usize)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Counts an event of the modelled algorithm (`hq-bind`, `hq-remote`, ...) on
+/// the test thread, across executions, so a model can assert that a path was
+/// reached. Outside loom: nothing.
+#[inline(always)]
+pub(crate) fn event(_name: &'static str) {
+    #[cfg(numa_loom)]
+    LOOM_EVENTS.with(|e| {
+        let mut e = e.borrow_mut();
+        match e.iter_mut().find(|(n, _)| *n == _name) {
+            Some((_, c)) => *c += 1,
+            None => e.push((_name, 1)),
+        }
+    });
+}
+
+/// Under loom: how many times event `name` happened on this test thread, over
+/// all executions so far.
+#[cfg(numa_loom)]
+pub fn loom_event_count(name: &str) -> usize {
+    LOOM_EVENTS.with(|e| {
+        e.borrow()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, c)| *c)
+    })
+}
+
 /// Under loom: resets the enqueue count; call at the start of each execution.
 #[cfg(numa_loom)]
 pub fn reset_loom_enqueues() {

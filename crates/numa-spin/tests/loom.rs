@@ -20,13 +20,14 @@
 use loom::cell::UnsafeCell;
 // std's Arc: loom's Arc adds a branch per clone/drop, and the lock is what we model.
 use loom::thread;
-use numa_spin::{Config, RawLock, loom_hooks};
+use numa_spin::{Config, RawHqLock, RawLock, loom_hooks};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 
 type Cna = RawLock<true, &'static Config>;
 type Queued = RawLock<false, &'static Config>;
+type Hq = RawHqLock<&'static Config>;
 
 /// A leaked config (models need `&'static`); always scan (shuffle 1) so the NUMA
 /// paths run in every execution.
@@ -66,6 +67,23 @@ impl<const NUMA: bool> ModelLock for RawLock<NUMA, &'static Config> {
     unsafe fn release_fair(&self) {
         // SAFETY: forwarded contract.
         unsafe { RawLock::release_fair(self) }
+    }
+}
+
+impl ModelLock for Hq {
+    fn make(cfg: &'static Config) -> Self {
+        RawHqLock::with_config(cfg)
+    }
+    fn acquire(&self) {
+        RawHqLock::acquire(self)
+    }
+    unsafe fn release(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { RawHqLock::release(self) }
+    }
+    unsafe fn release_fair(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { RawHqLock::release_fair(self) }
     }
 }
 
@@ -580,5 +598,256 @@ fn new_arrival_spliced_behind_secondary_queue() {
     assert!(
         SPLICED_ARRIVALS.load(StdOrdering::Relaxed) > 0,
         "no execution served B between C and the new arrival W"
+    );
+}
+
+// ---- HQ lock ----------------------------------------------------------------------
+//
+// Path counters are the lock's own loom events (`loom_hooks::loom_event_count`),
+// counted over all executions of a test.
+
+/// An HQ config: hand-off threshold `threshold`, NUMA mode from the first
+/// waiter (switch threshold 0), steal bound `steal_bound_ns`.
+fn hq_config(threshold: u32, steal_bound_ns: u64) -> &'static Config {
+    Box::leak(Box::new(
+        config(u64::MAX, steal_bound_ns)
+            .hq_handoff_threshold(threshold)
+            .hq_switch_threshold(0),
+    ))
+}
+
+/// Two threads on nodes 0 and 1 queue behind main (in either order), then each
+/// acquires twice, the second time racing the other's hand-offs: loom's cell
+/// reports any two unordered critical sections; the lock hands the list's head
+/// position from one node queue to the other.
+#[test]
+fn hq_mutual_exclusion_two_nodes_twice() {
+    let cfg = hq_config(1000, u64::MAX);
+    model(move || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<Hq>::new(cfg);
+        shared.lock.acquire();
+        let handles: Vec<_> = (0..2)
+            .map(|i| {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    loom_hooks::set_loom_node(i as u32);
+                    for _ in 0..2 {
+                        shared.critical(i, false);
+                    }
+                })
+            })
+            .collect();
+        wait_for_enqueues(2);
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.release() };
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(shared.log().len(), 4);
+        assert!(!shared.lock.is_numa_bound(), "metadata left bound");
+    });
+    assert!(loom_hooks::loom_event_count("hq-bind") > 0, "never bound");
+    assert!(
+        loom_hooks::loom_event_count("hq-remote") > 0,
+        "never handed off remotely"
+    );
+}
+
+/// Main holds the lock while A (node 0), B (1), C (0), D (0) queue in that order;
+/// threshold 1. A, global head, hands locally to C (one local hand-off: under the
+/// threshold) ahead of the older B; C has reached the threshold and hands the
+/// list's head position to B's node queue, and its node queue's next waiter D
+/// re-enters the list behind B: order A, C, B, D in every execution.
+#[test]
+fn hq_local_then_remote_handoff_at_threshold() {
+    let cfg = hq_config(1, u64::MAX);
+    model_bounded(Some(1), move || {
+        let log = queue_scenario::<Hq>(cfg, &[0, 1, 0, 0], false);
+        assert_eq!(log, [0, 2, 1, 3]);
+    });
+    assert!(loom_hooks::loom_event_count("hq-local") > 0);
+    assert!(loom_hooks::loom_event_count("hq-remote") > 0);
+}
+
+/// Threshold 0 (round robin between node queues): A (0), B (1), C (0) are served
+/// A, B, C: no local hand-off while another node queue waits.
+#[test]
+fn hq_threshold_0_alternates_nodes() {
+    let cfg = hq_config(0, u64::MAX);
+    model_bounded(Some(1), move || {
+        let log = queue_scenario::<Hq>(cfg, &[0, 1, 0], false);
+        assert_eq!(log, [0, 1, 2]);
+    });
+    assert!(loom_hooks::loom_event_count("hq-remote") > 0);
+}
+
+/// Main holds the lock with A (node 0) queued (A bound the metadata); W (node 1)
+/// arrives while main releases, racing A's acquisition, hand-off and leaving
+/// (the last one out unbinds): W either joins the bound metadata (count + 1
+/// before A's leave), or binds it afresh after the unbinding, or steals the
+/// free lock. All three paths are reached; the metadata is unbound at the end.
+#[test]
+fn hq_arrival_races_release_and_unbind() {
+    static FRESH_BINDS: AtomicUsize = AtomicUsize::new(0);
+    static STEALS_OR_JOINS: AtomicUsize = AtomicUsize::new(0);
+    let cfg = hq_config(1000, u64::MAX);
+    model(move || {
+        let binds = loom_hooks::loom_event_count("hq-bind");
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<Hq>::new(cfg);
+        shared.lock.acquire();
+        let a = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.critical(1, false))
+        };
+        wait_for_enqueues(1);
+        let w = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                loom_hooks::set_loom_node(1);
+                shared.critical(2, false);
+            })
+        };
+        shared.record(0);
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.release() };
+        a.join().unwrap();
+        w.join().unwrap();
+        assert_eq!(shared.log().len(), 3);
+        assert!(!shared.lock.is_numa_bound(), "metadata left bound");
+        // A binds in every execution; a second bind is W's, after A unbound.
+        match loom_hooks::loom_event_count("hq-bind") - binds {
+            1 => STEALS_OR_JOINS.fetch_add(1, StdOrdering::Relaxed),
+            2 => FRESH_BINDS.fetch_add(1, StdOrdering::Relaxed),
+            n => panic!("{n} bindings"),
+        };
+    });
+    assert!(
+        loom_hooks::loom_event_count("hq-join") > 0,
+        "W never joined"
+    );
+    assert!(
+        FRESH_BINDS.load(StdOrdering::Relaxed) > 0,
+        "W never bound afresh"
+    );
+    assert!(
+        STEALS_OR_JOINS.load(StdOrdering::Relaxed) > 0,
+        "W never stole nor joined"
+    );
+}
+
+/// Pool of one metadata entry, two locks: A waits on lock 1 (binding the entry),
+/// then B waits on lock 2 and finds the pool exhausted: lock 2 runs its episode
+/// in plain queued mode. Both acquire; then B takes lock 1 while A takes lock 2
+/// contended with main, so the entry, freed by lock 1's unbinding, is bound again
+/// or the pool is exhausted again, depending on the interleaving.
+#[test]
+fn hq_pool_exhausted_falls_back_to_plain_mode() {
+    let cfg = hq_config(1000, u64::MAX);
+    loom_hooks::set_loom_pool_size(1);
+    // Bound 0: both queue heads spin at once, waiting for main (see
+    // `model_bounded`).
+    model_bounded(Some(0), move || {
+        loom_hooks::reset_loom_enqueues();
+        let one = Shared::<Hq>::new(cfg);
+        let two = Shared::<Hq>::new(cfg);
+        one.lock.acquire();
+        two.lock.acquire();
+        let a = {
+            let (one, two) = (one.clone(), two.clone());
+            thread::spawn(move || {
+                one.critical(1, false);
+                two.critical(1, false);
+            })
+        };
+        wait_for_enqueues(1);
+        let b = {
+            let (one, two) = (one.clone(), two.clone());
+            thread::spawn(move || {
+                loom_hooks::set_loom_node(1);
+                two.critical(2, false);
+                one.critical(2, false);
+            })
+        };
+        wait_for_enqueues(2);
+        // SAFETY: acquired above by this thread.
+        unsafe {
+            one.lock.release();
+            two.lock.release();
+        }
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(one.log().len(), 2);
+        assert_eq!(two.log().len(), 2);
+        assert!(!one.lock.is_numa_bound() && !two.lock.is_numa_bound());
+    });
+    loom_hooks::set_loom_pool_size(2);
+    assert!(loom_hooks::loom_event_count("hq-bind") > 0);
+    assert!(loom_hooks::loom_event_count("hq-pool-exhausted") > 0);
+    assert!(loom_hooks::loom_event_count("hq-plain") > 0);
+}
+
+/// Contention-triggered mode switch, switch threshold 1: main holds the lock
+/// while A (node 0), B (node 1) and C (node 0) queue in plain mode; W (node 1)
+/// arrives while main releases; strict FIFO (no stealing past the queue). B,
+/// head after one plain hand-off with a waiter
+/// behind it, switches the lock to NUMA mode: the plain queue is frozen with C
+/// or W last. A W arriving after the switch joins the metadata and waits at its
+/// gate until the frozen queue's last waiter opens it, so it is served last; the
+/// last one out unbinds.
+#[test]
+fn hq_mode_switch_during_contention() {
+    static GATED: AtomicUsize = AtomicUsize::new(0);
+    let cfg: &'static Config = Box::leak(Box::new(
+        config(u64::MAX, 0)
+            .hq_handoff_threshold(1000)
+            .hq_switch_threshold(1),
+    ));
+    model_bounded(Some(1), move || {
+        let gate_waits = loom_hooks::loom_event_count("hq-gate-wait");
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<Hq>::new(cfg);
+        shared.lock.acquire();
+        let mut handles = Vec::new();
+        for (i, node) in [0u32, 1, 0].into_iter().enumerate() {
+            let shared = shared.clone();
+            handles.push(thread::spawn(move || {
+                loom_hooks::set_loom_node(node);
+                shared.critical(i + 1, false);
+            }));
+            wait_for_enqueues(i + 1);
+        }
+        let w = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                loom_hooks::set_loom_node(1);
+                shared.critical(4, false);
+            })
+        };
+        shared.record(0);
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.release() };
+        for h in handles {
+            h.join().unwrap();
+        }
+        w.join().unwrap();
+        let log = shared.log();
+        let mut sorted = log.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 1, 2, 3, 4]);
+        assert_eq!(log[..4], [0, 1, 2, 3], "the plain queue is FIFO: {log:?}");
+        if loom_hooks::loom_event_count("hq-gate-wait") > gate_waits {
+            GATED.fetch_add(1, StdOrdering::Relaxed);
+        }
+        assert!(!shared.lock.is_numa_bound(), "metadata left bound");
+    });
+    assert!(
+        loom_hooks::loom_event_count("hq-switch") > 0,
+        "never switched"
+    );
+    assert!(
+        GATED.load(StdOrdering::Relaxed) > 0,
+        "no waiter ever waited at the gate"
     );
 }

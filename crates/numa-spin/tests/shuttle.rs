@@ -14,7 +14,7 @@
 //! owners trip the owner check), while the loom models hunt ordering bugs.
 #![cfg(numa_shuttle)]
 
-use numa_spin::{Config, RawLock, loom_hooks};
+use numa_spin::{Config, RawHqLock, RawLock, loom_hooks};
 use shuttle::sync::Arc;
 use shuttle::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use shuttle::thread;
@@ -142,4 +142,90 @@ fn cna_bounded_stealing_and_flush() {
 #[test]
 fn queued_strict_fifo() {
     workload::<false>(config(u64::MAX, 0), 4, 2, 40);
+}
+
+/// The HQ lock under the same workload: `threads` threads on `nodes` virtual
+/// nodes, `ops` operations each (lock, with every third release fair, and
+/// `try_lock` every fifth).
+fn hq_workload(cfg: &'static Config, threads: usize, nodes: u32, ops: usize) {
+    check(move || {
+        let lock = Arc::new(RawHqLock::with_config(cfg));
+        let owner = Arc::new(AtomicUsize::new(0));
+        let count = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (lock, owner, count) = (lock.clone(), owner.clone(), count.clone());
+                thread::spawn(move || {
+                    loom_hooks::set_loom_node(i as u32 % nodes);
+                    let mut done = 0;
+                    for op in 0..ops {
+                        if (i + op) % 5 == 4 {
+                            if !lock.try_acquire() {
+                                continue;
+                            }
+                        } else {
+                            lock.acquire();
+                        }
+                        let prev = owner.swap(i + 1, SeqCst);
+                        assert_eq!(prev, 0, "thread {i} entered while {prev} held the lock");
+                        thread::yield_now();
+                        count.fetch_add(1, SeqCst);
+                        assert_eq!(owner.swap(0, SeqCst), i + 1);
+                        done += 1;
+                        // SAFETY: acquired above.
+                        unsafe {
+                            if (i + op) % 3 == 0 {
+                                lock.release_fair();
+                            } else {
+                                lock.release();
+                            }
+                        }
+                    }
+                    done
+                })
+            })
+            .collect();
+        let total: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(count.load(SeqCst), total);
+        assert!(!lock.is_held(), "lock left held");
+        assert!(!lock.is_numa_bound(), "metadata left bound");
+        assert!(lock.try_acquire(), "lock not free at the end");
+        // SAFETY: acquired just above.
+        unsafe { lock.release() };
+    });
+}
+
+#[test]
+fn hq_threshold_1_stealing() {
+    let cfg = Box::leak(Box::new(config(u64::MAX, u64::MAX).hq_handoff_threshold(1)));
+    hq_workload(cfg, 6, 3, 30);
+}
+
+#[test]
+fn hq_default_threshold_strict_fifo() {
+    hq_workload(config(u64::MAX, 0), 6, 2, 30);
+}
+
+#[test]
+fn hq_small_pool_bounded_stealing() {
+    loom_hooks::set_loom_pool_size(1);
+    let tick = loom_hooks::LOOM_TICK_NS;
+    let cfg = Box::leak(Box::new(config(u64::MAX, tick).hq_handoff_threshold(2)));
+    hq_workload(cfg, 8, 3, 20);
+}
+
+#[test]
+fn hq_mode_switch_after_one_handoff_strict_fifo() {
+    let cfg = Box::leak(Box::new(config(u64::MAX, 0).hq_switch_threshold(1)));
+    hq_workload(cfg, 6, 3, 30);
+}
+
+#[test]
+fn hq_mode_switch_after_one_handoff_stealing() {
+    let cfg = Box::leak(Box::new(
+        config(u64::MAX, u64::MAX)
+            .hq_switch_threshold(1)
+            .hq_handoff_threshold(1),
+    ));
+    hq_workload(cfg, 6, 3, 30);
 }

@@ -38,3 +38,36 @@ impl Tunables for NeverFlush {
         &NEVER_FLUSH
     }
 }
+
+lock_tests::mutex_suite!(hq_threshold_1_strict_fifo, numa_spin::RawHqLock<HqStrict>, guard: Send);
+lock_tests::mutex_suite!(hq_round_robin_stealing, numa_spin::RawHqLock<HqRoundRobin>, guard: Send);
+
+/// HQ, strict FIFO, one local hand-off per node queue before a remote one,
+/// switch to NUMA mode after one plain hand-off.
+#[derive(Clone, Copy, Debug)]
+struct HqStrict;
+static HQ_STRICT: Config = Config::DEFAULT
+    .steal_bound_ns(0)
+    .hq_handoff_threshold(1)
+    .hq_switch_threshold(1);
+impl Tunables for HqStrict {
+    const DEFAULT: Self = HqStrict;
+    fn config(&self) -> &Config {
+        &HQ_STRICT
+    }
+}
+
+/// HQ, threshold 0 (node queues take turns at every hand-off), NUMA mode from
+/// the first waiter, free stealing.
+#[derive(Clone, Copy, Debug)]
+struct HqRoundRobin;
+static HQ_ROUND_ROBIN: Config = Config::DEFAULT
+    .steal_bound_ns(u64::MAX)
+    .hq_handoff_threshold(0)
+    .hq_switch_threshold(0);
+impl Tunables for HqRoundRobin {
+    const DEFAULT: Self = HqRoundRobin;
+    fn config(&self) -> &Config {
+        &HQ_ROUND_ROBIN
+    }
+}

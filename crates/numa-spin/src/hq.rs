@@ -1,0 +1,1183 @@
+//! The HQ lock: a hierarchical queued NUMA-aware spinlock (the "HQ spinlock" RFC,
+//! seed 002: Stepanov, Fedorov et al., Huawei, linux-arch, November 2025), as a
+//! `lock_api` 0.5 raw mutex beside CNA.
+//!
+//! # Algorithm
+//!
+//! The lock word is qspinlock's, as in [`RawLock`](crate::RawLock): a `locked`
+//! word (the fast path is one CAS on it) and a `tail` word. Only one waiter, the
+//! *global head*, spins on `locked`; the others wait on their own queue node
+//! (spinning, then parking, with the waiting policy shared with CNA,
+//! [`Config::wait_policy`]).
+//!
+//! A contention episode (from the first waiter until the lock is completely
+//! released, the tail word empty again) starts in plain queued mode and switches
+//! to NUMA mode when contention is detected (the RFC's scheme): when the plain
+//! queue has made [`Config::hq_switch_threshold`] hand-offs (50) and a waiter is
+//! queued behind the head. The head then binds metadata and swings the tail word
+//! to it; the plain queue is frozen where it is (its last node is marked
+//! `END_OF_CHAIN`) and drains as before, holding one reference in the waiter
+//! count, while new waiters enter the metadata. The NUMA side's global head
+//! waits at the metadata's *gate* until the frozen queue's last waiter has
+//! taken the lock and opens it, so one waiter at a time spins on `locked`.
+//!
+//! - **NUMA mode.** The switching head (or, with a switch threshold of 0, the
+//!   episode's first waiter) *binds* the lock to metadata taken from a
+//!   process-wide pool ([`POOL_SIZE`] entries): per-NUMA-node FIFO queues (MCS
+//!   queues of the crate's queue nodes, [`crate::node`]) and the *list* of node
+//!   queues, itself a FIFO (MCS) queue of node-queue slots (`gtail`, `gnext`).
+//!   The tail word then holds the metadata's index and the number of waiters
+//!   between their arrival and their last access to the metadata; the last one
+//!   out (count 1 -> 0) *unbinds* the lock and returns the metadata to the pool.
+//!   So the metadata in use is bounded by the number of waiting threads, not by
+//!   the number of locks (the RFC's "dynamic metadata binding").
+//! - **Plain queued mode**, before contention is detected or when the pool is
+//!   exhausted: qspinlock's single MCS queue with its tail in the tail word, as
+//!   [`RawQueuedMutex`](crate::RawQueuedMutex).
+//!
+//! In NUMA mode a waiter on node `n`:
+//!
+//! 1. enqueues on node queue `n` (swap of the queue's tail, link behind its
+//!    predecessor) and waits on its node, unless the queue was empty;
+//! 2. as the *local head* of queue `n` (it found the queue empty, or its
+//!    predecessor released the queue to it), enqueues queue `n` at the tail of
+//!    the list and waits on the queue's `gwait` slot, unless the list was empty;
+//! 3. as holder of the list's head position (or directly from a local hand-off),
+//!    is the global head: spins on `locked` until it takes the lock;
+//! 4. holding the lock, passes the global head-ship on. **Local hand-off:** to
+//!    its successor in queue `n` if there is one and the queue has made fewer than
+//!    [`Config::hq_handoff_threshold`] consecutive local hand-offs (1000, the
+//!    RFC's threshold) within [`Config::flush_threshold_ns`] (1 ms, CNA's time
+//!    bound; not in the RFC, see `turn_left`); queue `n` keeps its place at the
+//!    list's head. **Remote
+//!    hand-off** otherwise: the list's head position goes to the next node queue
+//!    of the list, and the queue's next waiter, if any, becomes its local head
+//!    and re-enqueues queue `n` at the list's tail. An empty node queue leaves the
+//!    list.
+//!
+//! This is Dice et al.'s lock cohorting (PPoPP 2012) with MCS locks at both
+//! levels and qspinlock's "only the head spins on the lock word", which is how
+//! the RFC describes HQ ("a combination of cohort-locking ... and the Linux
+//! kernel queued spinlock"). The list is released before the node queue, so a
+//! node queue is in the list at most once; the list and the node queues never
+//! need to be updated together atomically.
+//!
+//! **Deviation from the RFC's list.** The RFC keeps node queues in the list in
+//! order of first arrival and moves a *pointer* along it, wrapping at the end. Here
+//! a queue that passes the lock remotely while it still has waiters re-enters the
+//! list at the tail: the rotation visits the queues in the same cyclic order, and
+//! a node queue that arrives meanwhile is served after (rather than before) the
+//! queue that just had its turn, by at most one turn of `hq_handoff_threshold`
+//! hand-offs. Either way every waiting node queue gets the lock within one round.
+//!
+//! Lock stealing, its bound (`NO_STEAL` after [`Config::steal_bound_ns`]) and
+//! `unlock_fair` (the `HANDED` token, taken by the global head) are those of
+//! [`RawLock`](crate::RawLock).
+//!
+//! # Compared with CNA
+//!
+//! The lock word is the same 8 bytes. CNA needs nothing else per lock; HQ binds
+//! about 1.1 KB of pool metadata (one cache-line pair per node queue, 8 node
+//! queues) for the duration of a contention episode in NUMA mode. Per thread both
+//! use the one queue node of [`crate::node`]. A CNA queue head scans and reorders
+//! the single queue while it waits; an HQ waiter enqueues on its node's own queue
+//! (arrivals on different nodes write different lines, except for one count
+//! update of the tail word each), and a hand-off follows a link, at the price of
+//! two list operations per remote hand-off and the count updates.
+//!
+//! # Memory orderings
+//!
+//! Every ordering carries its argument at the site; the loom models of
+//! `tests/loom.rs` (`hq_*`) check them.
+
+use crossbeam_utils::CachePadded;
+
+use crate::backoff::SpinWait;
+use crate::config::{Config, Global, Tunables};
+use crate::node::{self, Me, registry};
+use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, UNLOCKED};
+use crate::sync::{self, AtomicU32, Ordering};
+
+/// `tail` bit 1: NUMA mode (the word names a [`Meta`]); clear: plain mode.
+const NUMA_MODE: u32 = 2;
+/// Plain mode: the MCS tail's code is `tail >> CODE_SHIFT` (0 = no queue).
+const CODE_SHIFT: u32 = 2;
+/// Largest queue-node code plain mode can store (30 bits).
+const MAX_PLAIN_CODE: u32 = u32::MAX >> CODE_SHIFT;
+/// NUMA mode: the metadata index is `(tail >> META_SHIFT) & META_MASK`.
+const META_SHIFT: u32 = 2;
+/// 10 bits of metadata index.
+const META_MASK: u32 = (1 << 10) - 1;
+/// NUMA mode: the waiter count is `tail >> COUNT_SHIFT`.
+const COUNT_SHIFT: u32 = 12;
+/// One waiter in the count field.
+const COUNT_ONE: u32 = 1 << COUNT_SHIFT;
+/// Most waiters the count field holds (2^20 - 1); more wait without a queue.
+const COUNT_MAX: u32 = u32::MAX >> COUNT_SHIFT;
+
+/// Queue node `locked` value: you are the local head of your node queue without
+/// the list's head position; enqueue the node queue in the list.
+const LOCAL_HEAD: u32 = 4;
+/// Queue node `locked` value: you are the global head (in plain mode: the queue
+/// head); `value - GLOBAL_HEAD` is the number of consecutive local hand-offs of
+/// your node queue so far (in plain mode: of the plain queue). The HQ hand-off
+/// carries its state in the word it signals, no hand-off cell.
+const GLOBAL_HEAD: u32 = 8;
+/// Queue node `next` value: the plain queue ended here when the lock switched to
+/// NUMA mode (no waiter will link behind this node); codes fit in 30 bits.
+const END_OF_CHAIN: u32 = u32::MAX;
+/// A plain queue head past the switch threshold that finds the pool exhausted
+/// tries again only every this many hand-offs (a claim scans the pool).
+const SWITCH_RETRY: u32 = 64;
+/// `gwait` value: your node queue holds the list's head position.
+const GO: u32 = 1;
+
+/// NUMA node queues per lock's metadata; node `k` uses queue `k % MAX_NODES` (nodes that
+/// share a queue only lose locality, never correctness). 8 covers a 2-socket
+/// AMD EPYC in NPS4 and a 4-node Kunpeng 920, the RFC's machines.
+#[cfg(not(numa_loom))]
+pub const MAX_NODES: usize = 8;
+/// NUMA node queues per lock's metadata (loom: the models use nodes 0 and 1).
+#[cfg(numa_loom)]
+pub const MAX_NODES: usize = 2;
+
+/// Metadata entries in the process-wide pool: at most this many locks are in
+/// NUMA mode at once; a lock that finds the pool empty runs its contention
+/// episode in plain queued mode. A bound metadata has at least one waiting
+/// thread, so the pool is exhausted only with at least this many threads waiting
+/// on distinct locks at once. (The RFC sizes its pool by NR_CPUS x contexts / 2.)
+/// About 1.1 KB each, 288 KB in all, in zeroed static memory: a page is touched
+/// only when a lock first binds an entry on it.
+#[cfg(not(numa_loom))]
+pub const POOL_SIZE: usize = 256;
+
+/// One NUMA node's queue inside a [`Meta`], on its own cache lines.
+#[derive(Debug)]
+struct NodeQueue {
+    /// Code of the last queue node of this node queue, 0 = empty.
+    tail: AtomicU32,
+    /// The node queue behind this one in the list (node index + 1), 0 = none yet.
+    /// Written by the next queue's local head, reset by ours before enqueueing.
+    gnext: AtomicU32,
+    /// Where this queue's local head waits for the list's head position
+    /// (`WAIT`, `PARKED`, [`GO`]).
+    gwait: AtomicU32,
+    /// When this queue's current turn at the list's head began: the low 32 bits
+    /// of [`sync::now_ns`], written by the turn's first holder and read by the
+    /// turn's later holders (all ordered by the hand-off chain).
+    turn_start: AtomicU32,
+}
+
+/// The per-lock NUMA metadata bound to a contended lock.
+#[derive(Debug)]
+pub(crate) struct Meta {
+    /// The list's tail: node index + 1 of the last node queue, 0 = empty list.
+    gtail: CachePadded<AtomicU32>,
+    /// The NUMA side's gate: [`GO`] once no plain queue is left ahead of it
+    /// (set by the binder, or by the last waiter of the plain queue frozen by a
+    /// mode switch); `WAIT` (0, the pool's state) while that queue drains, so
+    /// that its heads and the NUMA side's global head never compete for
+    /// `locked` (a global head that kept re-taking the lock starved the frozen
+    /// queue). A global head waits here before it waits on `locked`.
+    gate: CachePadded<AtomicU32>,
+    queues: [CachePadded<NodeQueue>; MAX_NODES],
+}
+
+impl Meta {
+    #[cfg(not(numa_loom))]
+    const fn new() -> Self {
+        Meta {
+            gtail: CachePadded::new(AtomicU32::new(0)),
+            gate: CachePadded::new(AtomicU32::new(0)),
+            queues: [const {
+                CachePadded::new(NodeQueue {
+                    tail: AtomicU32::new(0),
+                    gnext: AtomicU32::new(0),
+                    gwait: AtomicU32::new(0),
+                    turn_start: AtomicU32::new(0),
+                })
+            }; MAX_NODES],
+        }
+    }
+
+    #[cfg(numa_loom)]
+    fn new() -> Self {
+        Meta {
+            gtail: CachePadded::new(AtomicU32::new(0)),
+            gate: CachePadded::new(AtomicU32::new(0)),
+            queues: std::array::from_fn(|_| {
+                CachePadded::new(NodeQueue {
+                    tail: AtomicU32::new(0),
+                    gnext: AtomicU32::new(0),
+                    gwait: AtomicU32::new(0),
+                    turn_start: AtomicU32::new(0),
+                })
+            }),
+        }
+    }
+}
+
+/// The process-wide metadata pool: a claim flag per entry (scanned from a
+/// per-lock starting point) and the entries. Every entry is all zeros (empty
+/// queues, empty list) while it is free: the last waiter of a lock leaves it so.
+pub(crate) struct Pool {
+    #[cfg(not(numa_loom))]
+    claimed: [AtomicU32; POOL_SIZE],
+    #[cfg(not(numa_loom))]
+    metas: [Meta; POOL_SIZE],
+    #[cfg(numa_loom)]
+    claimed: Vec<AtomicU32>,
+    #[cfg(numa_loom)]
+    metas: Vec<Meta>,
+}
+
+impl Pool {
+    #[cfg(not(numa_loom))]
+    const fn new() -> Self {
+        Pool {
+            claimed: [const { AtomicU32::new(0) }; POOL_SIZE],
+            metas: [const { Meta::new() }; POOL_SIZE],
+        }
+    }
+
+    #[cfg(numa_loom)]
+    fn new() -> Self {
+        let size = sync::loom_pool_size();
+        Pool {
+            claimed: (0..size).map(|_| AtomicU32::new(0)).collect(),
+            metas: (0..size).map(|_| Meta::new()).collect(),
+        }
+    }
+
+    /// Claims a free entry, scanning from `hint`; `None` if all are taken.
+    fn claim(&self, hint: usize) -> Option<u32> {
+        let len = self.claimed.len();
+        (0..len).map(|i| (hint + i) % len).find_map(|i| {
+            // Relaxed load: only skips taken entries cheaply. Acquire CAS on
+            // success: pairs with the Release store of `free`, so the previous
+            // binding's accesses to the entry happen-before ours (the entry reads
+            // as all zeros). Relaxed on failure: nothing claimed.
+            (self.claimed[i].load(Ordering::Relaxed) == 0
+                && self.claimed[i]
+                    .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok())
+            .then_some(i as u32)
+        })
+    }
+
+    /// Returns entry `m` (all its queues empty) to the pool.
+    fn free(&self, m: u32) {
+        // Release: our (and, through the count's release sequence, every earlier
+        // waiter's) accesses to the entry happen-before the next claim's Acquire.
+        self.claimed[m as usize].store(0, Ordering::Release);
+    }
+
+    fn meta(&self, m: u32) -> &Meta {
+        &self.metas[m as usize]
+    }
+}
+
+#[cfg(not(numa_loom))]
+static POOL: Pool = Pool::new();
+
+#[cfg(not(numa_loom))]
+fn pool() -> &'static Pool {
+    &POOL
+}
+
+#[cfg(numa_loom)]
+crate::sync::model::lazy_static! {
+    static ref POOL: Pool = Pool::new();
+}
+
+/// The pool of the current loom execution.
+#[cfg(numa_loom)]
+fn pool() -> &'static Pool {
+    &POOL
+}
+
+/// The HQ lock, generic over where its tunables live. Use it through
+/// [`RawHqMutex`] (process-wide tunables) or `RawHqLock<&'static Config>`
+/// (per-lock tunables, [`RawHqLock::with_config`]).
+///
+/// # Layout
+///
+/// 8 bytes (without feature `stats`), two 32-bit words:
+///
+/// | word | bits | meaning |
+/// | --- | --- | --- |
+/// | `locked` | all | `UNLOCKED` (0), `LOCKED` (1), `HANDED` (2), as in [`RawLock`](crate::RawLock) |
+/// | `tail` | 0 | `NO_STEAL`: the global head forbids lock stealing |
+/// | `tail` | 1 | mode: 0 = plain queued, 1 = NUMA |
+/// | `tail` | 2..32 | plain mode: code of the MCS tail node, 0 = no waiter |
+/// | `tail` | 2..12 | NUMA mode: index of the bound metadata in the pool |
+/// | `tail` | 12..32 | NUMA mode: waiters between arrival and their last metadata access |
+///
+/// # Fairness
+///
+/// A node queue holds the lock for at most [`Config::hq_handoff_threshold`]
+/// consecutive local hand-offs while another node queue waits; node queues take
+/// turns in list order. Lock stealing is bounded as in [`RawLock`](crate::RawLock)
+/// (`steal_bound_ns`); `unlock_fair` hands the lock to the global head, the next
+/// waiter in HQ order, with no stealing in between.
+#[repr(C, align(8))]
+pub struct RawHqLock<T: Tunables = Global> {
+    locked: AtomicU32,
+    tail: AtomicU32,
+    tunables: T,
+    #[cfg(feature = "stats")]
+    counters: crate::stats::Counters,
+}
+
+/// The HQ lock with the process-wide tunables ([`Config::global`]): 8 bytes
+/// (without feature `stats`), `const fn new`, `lock_api::RawMutex` +
+/// `RawMutexFair` + `RawMutexTimed`.
+///
+/// ```
+/// use lock_api::RawMutex as _;
+///
+/// let raw = numa_spin::RawHqMutex::new();
+/// let guard = raw.lock();
+/// assert!(raw.is_locked());
+/// // SAFETY: `guard` is the state of the acquisition above.
+/// unsafe { raw.unlock(guard) };
+/// ```
+pub type RawHqMutex = RawHqLock<Global>;
+
+/// A mutual-exclusion lock protecting a `T`, backed by the HQ lock
+/// ([`RawHqMutex`]).
+///
+/// ```
+/// static COUNTER: numa_spin::HqMutex<u64> = numa_spin::HqMutex::new(0);
+/// *COUNTER.lock() += 1;
+/// assert_eq!(*COUNTER.lock(), 1);
+/// ```
+pub type HqMutex<T> = lock_api::Mutex<RawHqMutex, T>;
+
+/// The guard of an [`HqMutex`]; `Send`.
+pub type HqMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawHqMutex, T>;
+
+/// How a waiter entered the queues.
+enum Entry {
+    /// Plain mode, behind the waiter with this code (0 = first).
+    Plain(u32),
+    /// NUMA mode, in metadata `m`.
+    Numa(u32),
+}
+
+impl<T: Tunables> RawHqLock<T> {
+    #[cfg(not(numa_loom))]
+    const fn from_tunables(tunables: T) -> Self {
+        RawHqLock {
+            locked: AtomicU32::new(UNLOCKED),
+            tail: AtomicU32::new(0),
+            tunables,
+            #[cfg(feature = "stats")]
+            counters: crate::stats::Counters::new(),
+        }
+    }
+
+    #[cfg(numa_loom)]
+    fn from_tunables(tunables: T) -> Self {
+        RawHqLock {
+            locked: AtomicU32::new(UNLOCKED),
+            tail: AtomicU32::new(0),
+            tunables,
+            #[cfg(feature = "stats")]
+            counters: crate::stats::Counters::new(),
+        }
+    }
+
+    /// The fast path's single attempt (as `RawLock::try_steal`).
+    #[inline]
+    fn try_steal(&self) -> bool {
+        // Relaxed: NO_STEAL is a fairness hint, not for memory safety; the CAS
+        // below synchronizes the protected data.
+        self.tail.load(Ordering::Relaxed) & NO_STEAL == 0
+            // Acquire on success: pairs with the Release store of the unlock that
+            // made the word UNLOCKED. Relaxed on failure: nothing acquired.
+            && self
+                .locked
+                .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Acquires the lock (`lock_api::RawMutex::lock` without a guard).
+    #[inline]
+    pub fn acquire(&self) {
+        #[cfg(feature = "stats")]
+        let node = sync::current_node();
+        if self.try_steal() {
+            #[cfg(feature = "stats")]
+            self.counters.acquired(node, false);
+            return;
+        }
+        self.lock_slow();
+        #[cfg(feature = "stats")]
+        self.counters.acquired(node, true);
+    }
+
+    /// Acquires the lock if it is free and stealing is allowed
+    /// (`lock_api::RawMutex::try_lock`); never waits. Same contract as
+    /// [`RawLock::try_acquire`](crate::RawLock::try_acquire).
+    #[inline]
+    pub fn try_acquire(&self) -> bool {
+        #[cfg(feature = "stats")]
+        let node = sync::current_node();
+        let ok = self.try_steal();
+        #[cfg(feature = "stats")]
+        if ok {
+            self.counters.acquired(node, false);
+        }
+        ok
+    }
+
+    /// Releases the lock: one release store.
+    ///
+    /// # Safety
+    ///
+    /// The lock must be held and this call must end that acquisition (as for
+    /// [`RawLock::release`](crate::RawLock::release)).
+    #[inline]
+    pub unsafe fn release(&self) {
+        // Release: our critical section happens-before the next acquisition.
+        self.locked.store(UNLOCKED, Ordering::Release);
+    }
+
+    /// Releases the lock and hands it to the global head, if anyone waits
+    /// (`lock_api::RawMutexFair::unlock_fair`): nobody can steal it in between.
+    ///
+    /// # Safety
+    ///
+    /// As for [`release`](RawHqLock::release).
+    pub unsafe fn release_fair(&self) {
+        // Relaxed suffices (the argument of `RawLock::release_fair`): the tail
+        // word becomes empty, or a waiter leaves the count, only in `lock()` by a
+        // thread that then holds the lock; every such thread held it before us,
+        // so its update happens-before our acquisition and we cannot read a stale
+        // "waiters" word. A word with waiters means one of them will become global
+        // head and take HANDED.
+        let queued = self.tail.load(Ordering::Relaxed) & !NO_STEAL != 0;
+        // Release: as in `release`. The head takes HANDED with an Acquire CAS.
+        self.locked
+            .store(if queued { HANDED } else { UNLOCKED }, Ordering::Release);
+    }
+
+    /// Whether the lock is held (a momentary snapshot).
+    #[inline]
+    pub fn is_held(&self) -> bool {
+        self.locked.load(Ordering::Relaxed) != UNLOCKED
+    }
+
+    /// Whether the lock is bound to NUMA metadata right now (a snapshot; tests).
+    pub fn is_numa_bound(&self) -> bool {
+        self.tail.load(Ordering::Relaxed) & NUMA_MODE != 0
+    }
+
+    /// A snapshot of the lock's counters (feature `stats`).
+    #[cfg(feature = "stats")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
+    pub fn stats(&self) -> crate::Stats {
+        self.counters.snapshot()
+    }
+
+    /// The tunables this lock uses.
+    pub fn config(&self) -> &Config {
+        self.tunables.config()
+    }
+
+    /// The slow path: enter plain or NUMA mode, wait, pass the head-ship on.
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self) {
+        let cfg = *self.tunables.config();
+        if self.try_steal() {
+            return;
+        }
+        let Some(me) = node::current() else {
+            self.lock_unqueued(&cfg);
+            return;
+        };
+        match self.enter(me, &cfg) {
+            Some(Entry::Plain(pred)) => self.lock_plain(me, pred, &cfg),
+            Some(Entry::Numa(m)) => self.lock_numa(me, m, &cfg),
+            None => self.lock_unqueued(&cfg),
+        }
+        if me.borrowed {
+            // We hold the lock, so our node is in no queue (see `crate::node`).
+            registry().free_code(me.code);
+        }
+    }
+
+    /// Registers the caller in the tail word: joins the bound metadata (count +
+    /// 1), or the plain queue, or, if the word is empty, binds metadata from the
+    /// pool (plain mode if the pool is exhausted). `None`: no room in the word
+    /// (code above 30 bits, or 2^20 - 1 waiters); wait without a queue.
+    fn enter(&self, me: Me, cfg: &Config) -> Option<Entry> {
+        // Initialize our node. Relaxed: published by the Release of the enqueue
+        // (the plain tail CAS below, or the node-queue tail swap in NUMA mode)
+        // and of the link store, which every reader of the node passes through.
+        me.node.next.store(0, Ordering::Relaxed);
+        me.node.locked.store(node::WAIT, Ordering::Relaxed);
+        let strict = if cfg.steal_bound_ns == 0 { NO_STEAL } else { 0 };
+        let hint = (self as *const Self as usize) >> 4;
+        let mut claimed: Option<u32> = None;
+        let mut t = self.tail.load(Ordering::Relaxed);
+        let entry = loop {
+            if t & NUMA_MODE != 0 {
+                if t >> COUNT_SHIFT == COUNT_MAX {
+                    break None;
+                }
+                // Acquire on success: pairs with the Release of the binding CAS
+                // (the count increments and decrements between continue its
+                // release sequence), so the claim of the metadata, and through
+                // it the previous binding's last accesses, happen-before our
+                // accesses to it. Relaxed on failure: we retry.
+                match self.tail.compare_exchange_weak(
+                    t,
+                    (t + COUNT_ONE) | strict,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        sync::event("hq-join");
+                        break Some(Entry::Numa((t >> META_SHIFT) & META_MASK));
+                    }
+                    Err(seen) => t = seen,
+                }
+            } else if t & !NO_STEAL != 0
+                || cfg.hq_switch_threshold != 0
+                || claimed.is_none() && !self.try_claim(&mut claimed, hint)
+            {
+                // Plain mode: a plain queue exists, or the episode starts plain
+                // (contention detection), or the pool is exhausted.
+                if me.code > MAX_PLAIN_CODE {
+                    break None;
+                }
+                let new = (me.code << CODE_SHIFT) | (t & NO_STEAL) | strict;
+                // AcqRel on success, as CNA's enqueue: Release publishes our
+                // node's initialization to the waiter that links behind us;
+                // Acquire makes our predecessor's initialization (its `next = 0`)
+                // happen-before our write of its `next`. Relaxed on failure.
+                match self
+                    .tail
+                    .compare_exchange_weak(t, new, Ordering::AcqRel, Ordering::Relaxed)
+                {
+                    Ok(_) => {
+                        sync::event("hq-plain");
+                        #[cfg(numa_loom)]
+                        sync::note_enqueued();
+                        break Some(Entry::Plain(t >> CODE_SHIFT));
+                    }
+                    Err(seen) => t = seen,
+                }
+            } else {
+                let m = claimed.expect("claimed above");
+                // No plain queue ahead: open the gate. Relaxed: published by the
+                // Release of the binding CAS below (the entry is ours until then).
+                pool().meta(m).gate.store(GO, Ordering::Relaxed);
+                let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (t & NO_STEAL) | strict;
+                // Release on success: publishes our claim of `m` (whose Acquire
+                // made the previous binding's accesses visible) to the waiters
+                // that join with an Acquire increment. Relaxed on failure.
+                match self
+                    .tail
+                    .compare_exchange_weak(t, new, Ordering::Release, Ordering::Relaxed)
+                {
+                    Ok(_) => {
+                        claimed = None;
+                        sync::event("hq-bind");
+                        #[cfg(feature = "stats")]
+                        self.counters.hq_event(crate::stats::HqEvent::Bind);
+                        break Some(Entry::Numa(m));
+                    }
+                    Err(seen) => t = seen,
+                }
+            }
+        };
+        if let Some(m) = claimed {
+            // Claimed for a binding that another waiter made first: close the
+            // gate we may have opened (Relaxed: published by `free`'s Release).
+            pool().meta(m).gate.store(node::WAIT, Ordering::Relaxed);
+            pool().free(m);
+        }
+        sync::trace(|| format!("entered code {} tail {t:#x}", me.code));
+        entry
+    }
+
+    /// Claims pool metadata into `claimed`; false if the pool is exhausted.
+    fn try_claim(&self, claimed: &mut Option<u32>, hint: usize) -> bool {
+        *claimed = pool().claim(hint);
+        if claimed.is_none() {
+            sync::event("hq-pool-exhausted");
+        }
+        #[cfg(feature = "stats")]
+        if claimed.is_none() {
+            self.counters.hq_event(crate::stats::HqEvent::PoolFallback);
+        }
+        claimed.is_some()
+    }
+
+    /// Plain queued mode: qspinlock's MCS queue (as `RawQueuedMutex`).
+    fn lock_plain(&self, me: Me, pred: u32, cfg: &Config) {
+        let mut k = 0;
+        if pred != 0 {
+            // Release: our node's initialization happens-before the head that
+            // follows this link (Acquire) writes our `locked`.
+            registry().node(pred).next.store(me.code, Ordering::Release);
+            k = node::wait_signal(&me.node.locked, cfg) - GLOBAL_HEAD;
+        }
+        self.wait_for_lock(cfg);
+        self.pass_plain(me, k, cfg);
+    }
+
+    /// We hold the lock as the plain queue's head after `k` hand-offs of the
+    /// queue: switch to NUMA mode if contention is detected, then make the next
+    /// waiter head or empty the queue.
+    fn pass_plain(&self, me: Me, k: u32, cfg: &Config) {
+        let sw = cfg.hq_switch_threshold;
+        if sw != 0 && k >= sw && (k - sw).is_multiple_of(SWITCH_RETRY) {
+            self.try_switch(me);
+        }
+        let mut next = me.node.next.load(Ordering::Acquire);
+        if next == 0 {
+            let cur = self.tail.load(Ordering::Relaxed);
+            // Relaxed CAS (CNA's argument): an empty tail publishes no node; the
+            // next thread to enqueue finds no predecessor and touches nothing of
+            // ours. Clears NO_STEAL with the queue.
+            if cur & !NO_STEAL == me.code << CODE_SHIFT
+                && self
+                    .tail
+                    .compare_exchange(cur, 0, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+            // A waiter swapped the tail and will link to us, or the lock switched
+            // to NUMA mode with us last (END_OF_CHAIN). Acquire inside.
+            next = node::wait_link(&me.node.next, cfg);
+        }
+        if next == END_OF_CHAIN {
+            // The plain queue ends with us; drop its reference to the metadata.
+            // Relaxed: the Acquire load of END_OF_CHAIN made the switch CAS (and
+            // so the NUMA word) visible; the word stays bound to the same
+            // metadata while the reference we drop is counted.
+            let t = self.tail.load(Ordering::Relaxed);
+            sync::trace(|| format!("end of the plain queue, tail {t:#x}"));
+            let m = (t >> META_SHIFT) & META_MASK;
+            // Open the NUMA side's gate (Release inside; we hold the lock, so
+            // its global head gets `locked` only after our release anyway).
+            node::signal(&pool().meta(m).gate, GO);
+            self.leave(m);
+            return;
+        }
+        // Release inside: the lock's history to the new head.
+        let k = (k + 1).min(u32::MAX - GLOBAL_HEAD);
+        node::signal(&registry().node(next).locked, GLOBAL_HEAD + k);
+    }
+
+    /// Contention detected: switch the lock from plain to NUMA mode. The plain
+    /// queue is frozen where it is (new waiters enter the metadata from now on)
+    /// and keeps one reference in the count until its last waiter has passed.
+    fn try_switch(&self, me: Me) {
+        let cur = self.tail.load(Ordering::Relaxed);
+        if cur & NUMA_MODE != 0 || cur >> CODE_SHIFT == me.code {
+            // Switched already (we are in a frozen plain queue), or nobody is
+            // queued behind us: nothing to detect.
+            return;
+        }
+        let hint = (self as *const Self as usize) >> 4;
+        let mut claimed = None;
+        if !self.try_claim(&mut claimed, hint) {
+            return;
+        }
+        let m = claimed.expect("claimed above");
+        let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (cur & NO_STEAL);
+        // AcqRel on success. Acquire: the last plain waiter's initialization of
+        // its node (`next = 0`, before its Release enqueue CAS, which we read)
+        // happens-before our END_OF_CHAIN store into it. Release: publishes our
+        // claim of `m` to the waiters that join with an Acquire increment.
+        // Relaxed on failure: a waiter enqueued meanwhile; the next head retries.
+        match self
+            .tail
+            .compare_exchange(cur, new, Ordering::AcqRel, Ordering::Relaxed)
+        {
+            Ok(_) => {
+                sync::event("hq-switch");
+                #[cfg(feature = "stats")]
+                self.counters.hq_event(crate::stats::HqEvent::ModeSwitch);
+                sync::trace(|| format!("switched to meta {m}, plain tail {}", cur >> CODE_SHIFT));
+                // Release: the last plain waiter reads END_OF_CHAIN with Acquire
+                // and then reads the tail word: it must see our switch.
+                registry()
+                    .node(cur >> CODE_SHIFT)
+                    .next
+                    .store(END_OF_CHAIN, Ordering::Release);
+            }
+            Err(_) => pool().free(m),
+        }
+    }
+
+    /// NUMA mode in metadata `m`: node queue, list, lock, hand-off, leave.
+    fn lock_numa(&self, me: Me, m: u32, cfg: &Config) {
+        let meta = pool().meta(m);
+        let n = sync::current_node() as usize % MAX_NODES;
+        let q = &meta.queues[n];
+        // AcqRel: Release publishes our node's initialization to the waiter that
+        // links behind us; Acquire orders our predecessor's initialization (and,
+        // when the queue was empty, the previous local head's accesses to this
+        // node queue, released by its clearing CAS) before our writes.
+        let pred = q.tail.swap(me.code, Ordering::AcqRel);
+        let mut batch = None;
+        if pred != 0 {
+            // Release: our node's initialization happens-before the local head
+            // that reads this link (Acquire) and signals our `locked`.
+            registry().node(pred).next.store(me.code, Ordering::Release);
+            // Acquire inside: pairs with the Release swap of `signal`.
+            #[cfg(numa_loom)]
+            sync::note_enqueued();
+            let v = node::wait_signal(&me.node.locked, cfg);
+            sync::trace(|| format!("node queue {n}: signalled {v}"));
+            if v >= GLOBAL_HEAD {
+                batch = Some(v - GLOBAL_HEAD);
+            } else {
+                debug_assert_eq!(v, LOCAL_HEAD);
+            }
+        }
+        let batch = match batch {
+            Some(b) => b,
+            None => {
+                // The first time (we found the node queue empty) counts as our
+                // enqueue for the loom models' sequencing.
+                Self::join_list(meta, n, pred == 0, cfg);
+                0
+            }
+        };
+        // Acquire: pairs with the Release of the gate's opening (the signal, or
+        // the binding CAS through our Acquire increment); only picks the moment.
+        if meta.gate.load(Ordering::Acquire) != GO {
+            sync::event("hq-gate-wait");
+            node::wait_signal(&meta.gate, cfg);
+        }
+        self.wait_for_lock(cfg);
+        sync::trace(|| format!("node queue {n}: acquired, batch {batch}"));
+        self.pass_numa(me, meta, n, batch, cfg);
+        self.leave(m);
+    }
+
+    /// As the local head of node queue `n`, enqueues the queue in the list and
+    /// waits until it holds the list's head position.
+    fn join_list(meta: &Meta, n: usize, first: bool, cfg: &Config) {
+        let q = &meta.queues[n];
+        // Relaxed: published by the Release of the list-tail swap below (to the
+        // queue behind us, which writes our `gnext`) and of our link store (to the
+        // queue in front, which signals our `gwait`).
+        q.gnext.store(0, Ordering::Relaxed);
+        q.gwait.store(node::WAIT, Ordering::Relaxed);
+        // AcqRel: Release as above; Acquire makes the previous tail queue's reset
+        // of its `gnext` happen-before our link write into it.
+        let prev = meta.gtail.swap(n as u32 + 1, Ordering::AcqRel);
+        #[cfg(numa_loom)]
+        if first {
+            sync::note_enqueued();
+        }
+        #[cfg(not(numa_loom))]
+        let _ = first;
+        if prev != 0 {
+            // Release: our resets happen-before the head that follows the link.
+            meta.queues[prev as usize - 1]
+                .gnext
+                .store(n as u32 + 1, Ordering::Release);
+            // Acquire inside: pairs with the Release swap of the remote hand-off.
+            let v = node::wait_signal(&q.gwait, cfg);
+            debug_assert_eq!(v, GO);
+        }
+        sync::trace(|| format!("node queue {n}: list head (prev {prev})"));
+    }
+
+    /// We hold the lock as the global head from node queue `n`, after `batch`
+    /// consecutive local hand-offs of that queue: pass the global head-ship on.
+    fn pass_numa(&self, me: Me, meta: &Meta, n: usize, batch: u32, cfg: &Config) {
+        let q = &meta.queues[n];
+        let reg = registry();
+        // Our local successor, if one has swapped itself into the node queue's
+        // tail. Acquire: pairs with its Release link store (we signal its node).
+        let mut s = me.node.next.load(Ordering::Acquire);
+        // Relaxed: our code is replaced in the queue's tail only by a later swap
+        // (a successor that will link) or by our own clearing CAS below, so any
+        // other value means a successor; the link carries the synchronization.
+        if s == 0 && q.tail.load(Ordering::Relaxed) != me.code {
+            s = node::wait_link(&me.node.next, cfg);
+        }
+        if s != 0 && batch < cfg.hq_handoff_threshold && Self::turn_left(q, batch, cfg) {
+            // Local hand-off: the node queue keeps the list's head position.
+            #[cfg(feature = "stats")]
+            self.counters.hq_event(crate::stats::HqEvent::LocalHandoff);
+            sync::event("hq-local");
+            sync::trace(|| format!("local hand-off to {s}"));
+            // Release inside: our view (queue links, list state) to the new head.
+            // (Saturating: a threshold near u32::MAX means "never hand off
+            // remotely"; the count then stops short of overflowing the word.)
+            let batch = (batch + 1).min(u32::MAX - GLOBAL_HEAD);
+            node::signal(&reg.node(s).locked, GLOBAL_HEAD + batch);
+            return;
+        }
+        // Remote hand-off. First the list (so that this node queue's next local
+        // head, released below, cannot enqueue it while it is still in the list).
+        // Acquire: pairs with the Release link of the queue behind us.
+        let mut gs = q.gnext.load(Ordering::Acquire);
+        if gs == 0 {
+            // Relaxed: an empty list publishes nothing; the next local head to
+            // enqueue finds no predecessor and waits for nothing of ours.
+            if meta
+                .gtail
+                .compare_exchange(n as u32 + 1, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                // A queue swapped itself in behind us and will link.
+                gs = node::wait_link(&q.gnext, cfg);
+            }
+        }
+        if gs != 0 {
+            #[cfg(feature = "stats")]
+            self.counters.hq_event(crate::stats::HqEvent::RemoteHandoff);
+            sync::event("hq-remote");
+            sync::trace(|| format!("remote hand-off to node queue {}", gs - 1));
+            // Release inside: pairs with that queue's local head's Acquire.
+            node::signal(&meta.queues[gs as usize - 1].gwait, GO);
+        }
+        // Then the node queue: its next waiter re-enqueues it in the list.
+        if s == 0 {
+            // Release: the next local head of this queue (which swaps the tail
+            // with Acquire after reading our 0) resets `gnext` and `gwait` and
+            // re-enters the list; our reads of `gnext` (a link by another queue's
+            // head) must happen-before its reset, or the reset could be ordered
+            // before that link and the stale link survive.
+            if q.tail
+                .compare_exchange(me.code, 0, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+            s = node::wait_link(&me.node.next, cfg);
+        }
+        // Release inside: as above, for the next local head.
+        node::signal(&reg.node(s).locked, LOCAL_HEAD);
+    }
+
+    /// Whether node queue `q`'s turn at the list's head, `batch` local hand-offs
+    /// in, is within [`Config::flush_threshold_ns`] (1 ms): the RFC bounds a turn
+    /// by a count of hand-offs only, which in user space, where most
+    /// acquisitions are steals and a hand-off waits for a wake-up, let a turn
+    /// last seconds (measured: a node's waiters starved for a whole 2 s run
+    /// with 32 threads on 2 CPUs). CNA bounds its secondary queue by the same
+    /// time. `u64::MAX` = no time bound (no clock read).
+    fn turn_left(q: &NodeQueue, batch: u32, cfg: &Config) -> bool {
+        let bound = cfg.flush_threshold_ns;
+        if bound == u64::MAX {
+            return true;
+        }
+        // Wrapping 32-bit ns: durations up to 4.29 s compare correctly; larger
+        // bounds saturate there.
+        let now = sync::now_ns() as u32;
+        if batch == 0 {
+            // Relaxed (both): the field is written and read only by the holders
+            // of this queue's turn, one after another, ordered by the Release/
+            // Acquire of the hand-offs between them.
+            q.turn_start.store(now, Ordering::Relaxed);
+            return bound > 0;
+        }
+        let elapsed = now.wrapping_sub(q.turn_start.load(Ordering::Relaxed));
+        u64::from(elapsed) < bound.min(u64::from(u32::MAX))
+    }
+
+    /// Our last access to metadata `m` is done: leave the count; the last one out
+    /// unbinds the lock and returns `m` to the pool.
+    fn leave(&self, m: u32) {
+        let mut t = self.tail.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(t & NUMA_MODE != 0 && (t >> META_SHIFT) & META_MASK == m);
+            debug_assert!(t >> COUNT_SHIFT != 0);
+            // The last one out clears the word (and NO_STEAL with it).
+            let new = if t >> COUNT_SHIFT == 1 {
+                0
+            } else {
+                t - COUNT_ONE
+            };
+            // AcqRel on success: Release orders our accesses to `m` before the
+            // decrement, Acquire makes the last one out see every earlier
+            // decrementer's accesses (the decrements form a release sequence)
+            // before it frees `m`. Relaxed on failure: we retry.
+            match self
+                .tail
+                .compare_exchange_weak(t, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    if new == 0 {
+                        // Close the gate for the entry's next binding. Relaxed:
+                        // nobody waits on it (no waiter is counted), and the
+                        // Release of `free` publishes it to the next claimer.
+                        pool().meta(m).gate.store(node::WAIT, Ordering::Relaxed);
+                        sync::event("hq-unbind");
+                        sync::trace(|| format!("unbound meta {m}"));
+                        pool().free(m);
+                    }
+                    return;
+                }
+                Err(seen) => t = seen,
+            }
+        }
+    }
+
+    /// The global head's wait for the lock word, with bounded stealing (as CNA's
+    /// queue head: `NO_STEAL` once it has waited `steal_bound_ns`, lifted while
+    /// it yields its CPU).
+    fn wait_for_lock(&self, cfg: &Config) {
+        let bound = cfg.steal_bound_ns;
+        let timed = bound != 0 && bound != u64::MAX;
+        let started = if timed { sync::now_ns() } else { 0 };
+        let mut forbade = false;
+        let mut spin = SpinWait::new(cfg.spin_budget_ns);
+        loop {
+            // Relaxed: this load only picks the CAS to try; each CAS acquires.
+            let cur = self.locked.load(Ordering::Relaxed);
+            if cur == UNLOCKED || cur == HANDED {
+                // Acquire on success: pairs with the Release store of `release`
+                // or `release_fair`. HANDED is taken with a CAS (consumed once,
+                // see `crate::cna`). Relaxed on failure: nothing acquired.
+                if self
+                    .locked
+                    .compare_exchange(cur, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    break;
+                }
+            } else if timed && !forbade && sync::now_ns().saturating_sub(started) >= bound {
+                // Relaxed: a fairness hint (see `try_steal`).
+                self.tail.fetch_or(NO_STEAL, Ordering::Relaxed);
+                forbade = true;
+            }
+            if forbade && spin.is_yielding() {
+                // Off the CPU nobody could take a free lock behind us: let
+                // stealers in until we run again.
+                self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
+                forbade = false;
+            }
+            spin.snooze();
+        }
+        if forbade {
+            self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
+        }
+    }
+
+    /// The last-resort wait without a queue node (as `RawLock::lock_unqueued`):
+    /// test-and-test-and-set with back-off, ignoring `NO_STEAL`.
+    fn lock_unqueued(&self, cfg: &Config) {
+        let mut spin = SpinWait::new(cfg.spin_budget_ns);
+        loop {
+            // Relaxed: only picks the moment to try; the CAS acquires.
+            if self.locked.load(Ordering::Relaxed) == UNLOCKED
+                // Acquire on success: pairs with the Release of the unlock.
+                && self
+                    .locked
+                    .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+            spin.snooze();
+        }
+    }
+}
+
+#[cfg(not(numa_loom))]
+impl RawHqLock<Global> {
+    /// A new unlocked lock using the process-wide tunables.
+    pub const fn new() -> Self {
+        Self::from_tunables(Global)
+    }
+}
+
+#[cfg(not(numa_loom))]
+impl Default for RawHqLock<Global> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RawHqLock<&'static Config> {
+    /// A new unlocked lock with its own tunables (`const`).
+    #[cfg(not(numa_loom))]
+    pub const fn with_config(config: &'static Config) -> Self {
+        Self::from_tunables(config)
+    }
+
+    /// A new unlocked lock with its own tunables (loom build: not const).
+    #[cfg(numa_loom)]
+    pub fn with_config(config: &'static Config) -> Self {
+        Self::from_tunables(config)
+    }
+}
+
+impl<T: Tunables> core::fmt::Debug for RawHqLock<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RawHqLock")
+            .field("locked", &self.is_held())
+            .field("numa_bound", &self.is_numa_bound())
+            .finish()
+    }
+}
+
+// SAFETY: every acquisition is a CAS on `locked` from UNLOCKED (fast path,
+// stealing, unqueued wait) or from UNLOCKED/HANDED (the global head) to LOCKED,
+// with Acquire, and every release stores UNLOCKED or HANDED with Release, so each
+// release is consumed by at most one acquisition. Guards carry no state; a
+// forgotten guard leaves the lock held (a deadlock, never unsoundness). `lock`
+// runs no user code. Queue nodes and metadata are named by index, never point to
+// the lock, so the lock can be moved or dropped whenever it is not borrowed.
+#[cfg(not(numa_loom))]
+unsafe impl<T: Tunables> lock_api::RawMutex for RawHqLock<T> {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::from_tunables(T::DEFAULT);
+
+    type Guard = lock_api::GuardSend;
+
+    #[inline]
+    fn lock(&self) -> Self::Guard {
+        self.acquire();
+        lock_api::GuardSend::new()
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Option<Self::Guard> {
+        self.try_acquire().then(lock_api::GuardSend::new)
+    }
+
+    #[inline]
+    unsafe fn unlock(&self, _guard: Self::Guard) {
+        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
+        unsafe { self.release() }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.is_held()
+    }
+}
+
+// SAFETY: `unlock_fair` releases with Release like `unlock` and leaves the lock
+// to the global head (see `RawHqLock::release_fair`).
+#[cfg(not(numa_loom))]
+unsafe impl<T: Tunables> lock_api::RawMutexFair for RawHqLock<T> {
+    #[inline]
+    unsafe fn unlock_fair(&self, _guard: Self::Guard) {
+        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
+        unsafe { self.release_fair() }
+    }
+}
+
+// SAFETY: both methods acquire only through `try_acquire` (the fast path's
+// Acquire CAS) or `acquire`; a timed-out attempt leaves no trace (timed waiters
+// never queue, as in `crate::timed`).
+#[cfg(not(numa_loom))]
+unsafe impl<T: Tunables> lock_api::RawMutexTimed for RawHqLock<T> {
+    type Duration = std::time::Duration;
+    type Instant = std::time::Instant;
+
+    fn try_lock_for(&self, timeout: std::time::Duration) -> Option<Self::Guard> {
+        match std::time::Instant::now().checked_add(timeout) {
+            Some(deadline) => self.try_lock_until(deadline),
+            None => Some(lock_api::RawMutex::lock(self)),
+        }
+    }
+
+    fn try_lock_until(&self, deadline: std::time::Instant) -> Option<Self::Guard> {
+        // As `RawLock::try_acquire_until`: poll the fast path with back-off.
+        let mut wait = SpinWait::new(self.config().spin_budget_ns);
+        loop {
+            if self.try_acquire() {
+                return Some(lock_api::GuardSend::new());
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            wait.snooze();
+            while self.is_held() && std::time::Instant::now() < deadline {
+                wait.snooze();
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(numa_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[cfg(not(feature = "stats"))]
+    #[test]
+    fn lock_word_is_8_bytes() {
+        assert_eq!(std::mem::size_of::<RawHqMutex>(), 8);
+        assert_eq!(std::mem::size_of::<RawHqLock<&'static Config>>(), 16);
+    }
+
+    /// 8 threads on 4 virtual nodes: exclusion holds, the lock binds metadata
+    /// under contention and unbinds it when completely released.
+    #[test]
+    fn contended_lock_binds_and_unbinds() {
+        static M: HqMutex<u64> = HqMutex::new(0);
+        static INSIDE: AtomicU64 = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                s.spawn(move || {
+                    numa_topology::set_current_thread_node(Some(i % 4));
+                    for _ in 0..2000 {
+                        let mut g = M.lock();
+                        assert_eq!(INSIDE.fetch_add(1, Ordering::Relaxed), 0);
+                        *g += 1;
+                        INSIDE.fetch_sub(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        assert_eq!(*M.lock(), 16_000);
+        // SAFETY: only read.
+        let raw = unsafe { M.raw() };
+        assert!(
+            !raw.is_numa_bound(),
+            "metadata still bound after the last release"
+        );
+        assert_eq!(raw.tail.load(Ordering::Relaxed), 0);
+    }
+
+    /// With counters: sustained contention from 8 threads on 4 virtual nodes
+    /// (strict FIFO, so arrivals queue; the holder yields its CPU so that
+    /// queues form on 2 CPUs) switches episodes to NUMA mode and hands off
+    /// locally and remotely.
+    #[cfg(feature = "stats")]
+    #[test]
+    fn sustained_contention_switches_and_hands_off_locally() {
+        static STRICT: Config = Config::DEFAULT.steal_bound_ns(0).hq_switch_threshold(50);
+        static M: lock_api::Mutex<RawHqLock<&'static Config>, u64> =
+            lock_api::Mutex::from_raw(RawHqLock::with_config(&STRICT), 0);
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                s.spawn(move || {
+                    numa_topology::set_current_thread_node(Some(i % 4));
+                    for _ in 0..2000 {
+                        let mut g = M.lock();
+                        *g += 1;
+                        std::thread::yield_now();
+                    }
+                });
+            }
+        });
+        assert_eq!(*M.lock(), 16_000);
+        // SAFETY: only read.
+        let stats = unsafe { M.raw() }.stats();
+        assert!(stats.mode_switches > 0, "{stats:?}");
+        assert!(stats.binds == 0, "episodes start plain: {stats:?}");
+        assert!(stats.local_handoffs > 0, "{stats:?}");
+        assert!(stats.remote_handoffs > 0, "{stats:?}");
+    }
+}
