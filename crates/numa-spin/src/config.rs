@@ -108,7 +108,7 @@ pub struct Config {
     /// queue may make before the lock goes to the next node queue in the list
     /// (a *remote* hand-off). 0 = always hand off remotely when another node
     /// queue waits (round robin between nodes). Default 1000, the threshold of
-    /// the HQ spinlock RFC (seed 002, Stepanov et al., Huawei, 2025).
+    /// the HQ spinlock RFC (Stepanov et al., Huawei, 2025).
     pub hq_handoff_threshold: u32,
     /// HQ lock only: contention detection. A contention episode (from the first
     /// waiter until the lock is completely released) starts in plain queued mode;

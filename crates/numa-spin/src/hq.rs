@@ -1,5 +1,5 @@
 //! The HQ lock: a hierarchical queued NUMA-aware spinlock (the "HQ spinlock" RFC,
-//! seed 002: Stepanov, Fedorov et al., Huawei, linux-arch, November 2025), as a
+//! Huawei, linux-arch mailing list, November 2025), as a
 //! `lock_api` 0.5 raw mutex beside CNA.
 //!
 //! # Algorithm
@@ -87,8 +87,15 @@
 //!
 //! # Memory orderings
 //!
-//! Every ordering carries its argument at the site; the loom models of
-//! `tests/loom.rs` (`hq_*`) check them.
+//! Every ordering carries its argument at the site. The loom models of
+//! `tests/loom.rs` (`hq_*`) check mutual exclusion, the local-then-remote
+//! hand-off, arrivals racing the release and the unbind, pool exhaustion and
+//! the mode switch, but they do not yet show every ordering necessary: of the
+//! 24 one-step weakenings of this file that `scripts/ordering-mutants.py`
+//! makes, 5 make a model fail and 19 do not (waiters that park synchronize
+//! through the futex model's bucket lock, which hides the orderings of the
+//! hand-off). Until models that spin without parking cover those paths, HQ is
+//! **experimental**: prefer [`crate::Mutex`] (CNA) in production.
 
 use crossbeam_utils::CachePadded;
 

@@ -111,7 +111,8 @@
 //! - [`backoff`]: spinning calibrated in ns.
 //! - [`hq`]: the HQ lock ([`RawHqMutex`], [`HqMutex`]): per-NUMA-node queues in a
 //!   list, local then remote hand-offs, metadata bound from a pool while contended
-//!   (the HQ spinlock RFC, seed 002, Huawei 2025).
+//!   (the HQ spinlock RFC, Huawei 2025). Experimental: see its memory-orderings
+//!   section.
 //!
 //! # Cargo features
 //!
