@@ -165,7 +165,8 @@ fn condvar_and_result() {
     assert!(!cv.notify_one());
     assert_eq!(cv.notify_all(), 0);
     assert_eq!(format!("{cv:?}"), "Condvar { .. }");
-    assert_eq!(r, r.clone());
+    let copy = r;
+    assert_eq!(r, copy);
 }
 
 #[test]
