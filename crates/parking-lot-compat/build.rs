@@ -13,7 +13,8 @@
 use std::env;
 
 const ENV: &str = "PARKING_LOT_COMPAT_BACKEND";
-const ACCEPTED: &str = "`cst` (default: cst-mutex, blocking) or `cna` (numa-spin's CNA queue spinlock)";
+const ACCEPTED: &str =
+    "`cst` (default: cst-mutex, blocking) or `cna` (numa-spin's CNA queue spinlock)";
 
 fn fail(msg: &str) -> ! {
     println!("cargo::error={msg}");

@@ -53,7 +53,11 @@ impl RawCondvar {
     /// If other threads wait on this condvar with a different mutex (before
     /// `mutex` is released).
     #[inline]
-    pub(crate) unsafe fn wait(&self, mutex: &RawMutex, deadline: Option<std::time::Instant>) -> bool {
+    pub(crate) unsafe fn wait(
+        &self,
+        mutex: &RawMutex,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
         use cst_mutex::lock_api::{RawCondvar as _, RawCondvarTimed as _};
         // lock_api 0.4 guards keep no state: any state releases the mutex (its
         // node is a hint), and the state the wait leaves is dropped likewise.

@@ -56,5 +56,4 @@ pub type MappedRwLockReadGuard<'a, T> = lock_api04::MappedRwLockReadGuard<'a, Ra
 pub type MappedRwLockWriteGuard<'a, T> = lock_api04::MappedRwLockWriteGuard<'a, RawRwLock, T>;
 
 /// RAII structure used to release the upgradable read access of a lock when dropped.
-pub type RwLockUpgradableReadGuard<'a, T> =
-    lock_api04::RwLockUpgradableReadGuard<'a, RawRwLock, T>;
+pub type RwLockUpgradableReadGuard<'a, T> = lock_api04::RwLockUpgradableReadGuard<'a, RawRwLock, T>;

@@ -6,8 +6,8 @@ use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use parking_lot::lock_api::{
-    GetThreadId, RawMutex as _, RawMutexFair, RawMutexTimed, RawRwLock as _, RawRwLockDowngrade,
-    RawRwLockFair, RawRwLockRecursive, RawRwLockRecursiveTimed, RawRwLockTimed, RawRwLockUpgrade,
+    GetThreadId, RawMutex as _, RawMutexFair, RawMutexTimed, RawRwLockDowngrade, RawRwLockFair,
+    RawRwLockRecursive, RawRwLockRecursiveTimed, RawRwLockTimed, RawRwLockUpgrade,
     RawRwLockUpgradeDowngrade, RawRwLockUpgradeFair, RawRwLockUpgradeTimed,
 };
 use parking_lot::{
@@ -131,15 +131,23 @@ fn rwlock_and_guards() {
     assert_eq!(r.0, 4);
     drop(r);
     let w = l.write();
-    let up: RwLockUpgradableReadGuard<'_, (i32, i32)> = RwLockWriteGuard::downgrade_to_upgradable(w);
-    let r = l.try_read().expect("readers share with an upgradable reader");
+    let up: RwLockUpgradableReadGuard<'_, (i32, i32)> =
+        RwLockWriteGuard::downgrade_to_upgradable(w);
+    let r = l
+        .try_read()
+        .expect("readers share with an upgradable reader");
     drop(r);
-    let up = RwLockUpgradableReadGuard::try_upgrade(up).map(RwLockWriteGuard::downgrade_to_upgradable).unwrap();
+    let up = RwLockUpgradableReadGuard::try_upgrade(up)
+        .map(RwLockWriteGuard::downgrade_to_upgradable)
+        .unwrap();
     let r = RwLockUpgradableReadGuard::downgrade(up);
     drop(r);
     assert!(l.try_read_for(Duration::from_millis(1)).is_some());
     assert!(l.try_write_until(Instant::now()).is_some());
-    assert!(l.try_upgradable_read_for(Duration::from_millis(1)).is_some());
+    assert!(
+        l.try_upgradable_read_for(Duration::from_millis(1))
+            .is_some()
+    );
     assert!(l.try_read_recursive_for(Duration::from_millis(1)).is_some());
     let w = l.write();
     RwLockWriteGuard::unlock_fair(w);
@@ -157,10 +165,14 @@ fn condvar_and_result() {
     let r: WaitTimeoutResult = cv.wait_for(&mut g, Duration::from_millis(1));
     assert!(r.timed_out());
     assert!(cv.wait_until(&mut g, Instant::now()).timed_out());
-    assert!(cv.wait_while_for(&mut g, |v| *v == 0, Duration::from_millis(1)).timed_out());
-    assert!(cv
-        .wait_while_until(&mut g, |v| *v == 0, Instant::now())
-        .timed_out());
+    assert!(
+        cv.wait_while_for(&mut g, |v| *v == 0, Duration::from_millis(1))
+            .timed_out()
+    );
+    assert!(
+        cv.wait_while_until(&mut g, |v| *v == 0, Instant::now())
+            .timed_out()
+    );
     cv.wait_while(&mut g, |v| *v != 0);
     assert!(!cv.notify_one());
     assert_eq!(cv.notify_all(), 0);

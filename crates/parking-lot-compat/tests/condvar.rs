@@ -70,7 +70,10 @@ fn timeouts() {
     let start = Instant::now();
     assert!(cv.wait_for(&mut g, Duration::from_millis(20)).timed_out());
     assert!(start.elapsed() >= Duration::from_millis(20));
-    assert!(cv.wait_until(&mut g, Instant::now() - Duration::from_millis(1)).timed_out());
+    assert!(
+        cv.wait_until(&mut g, Instant::now() - Duration::from_millis(1))
+            .timed_out()
+    );
     // The mutex is held again after every wait.
     assert!(m.is_locked() && m.try_lock().is_none());
     drop(g);
@@ -167,5 +170,9 @@ fn two_mutexes_panic() {
     waiter.join().unwrap();
     // With no waiter left the condvar takes any mutex again.
     let mut g = other.lock();
-    assert!(pair.1.wait_for(&mut g, Duration::from_millis(1)).timed_out());
+    assert!(
+        pair.1
+            .wait_for(&mut g, Duration::from_millis(1))
+            .timed_out()
+    );
 }
