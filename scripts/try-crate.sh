@@ -36,6 +36,8 @@ read -r -a cargo <<< "${CARGO:-cargo}"
 backends=${BACKENDS:-cst cna}
 work=${TRY_CRATE_DIR:-$(mktemp -d "/tmp/try-crate.$name.XXXX")}
 mkdir -p "$work"
+# One target directory for every run: what does not depend on parking_lot is built once.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$work/target}
 echo "== $name@$version in $work"
 
 # 1. The source, through cargo: a project that depends on exactly that version.
@@ -69,6 +71,12 @@ unpack() { # DIR
 }
 unpack "$work/plain"
 unpack "$work/patched"
+# Both copies resolve the same versions: the plain copy's shipped Cargo.lock may
+# pin versions below what the drop-in's dependencies need (libc, say), so the
+# plain copy resolves afresh and the patched one starts from that lock file.
+rm -f "$work/plain/Cargo.lock" "$work/patched/Cargo.lock"
+(cd "$work/plain" && "${cargo[@]}" generate-lockfile --quiet)
+cp "$work/plain/Cargo.lock" "$work/patched/Cargo.lock"
 cat >> "$work/patched/Cargo.toml" <<TOML
 
 [patch.crates-io]
@@ -77,10 +85,11 @@ TOML
 
 # 2. The patch took effect: ours, and no registry parking_lot 0.12.
 echo "== cargo tree -i parking_lot (patched)"
-tree=$(cd "$work/patched" && "${cargo[@]}" tree -e all -i "parking_lot@0.12.5" 2>&1) || true
-echo "$tree" | head -n 20
-if ! grep -q "parking_lot v0.12.5 ($compat)" <<< "$tree"; then
-    echo "!! the patch did not take effect (does $name use parking_lot 0.12?)" >&2
+tree=$(cd "$work/patched" && "${cargo[@]}" tree --quiet -e all -i parking_lot 2>"$work/tree.err") || true
+echo "$tree" | head -n 30
+cat "$work/tree.err" >&2
+if ! grep -q "^parking_lot v0.12.5 ($compat)" <<< "$tree"; then
+    echo "!! the patch did not take effect: cargo tree -i parking_lot does not show $compat alone" >&2
 fi
 
 # 3. The tests, unpatched and patched with each backend.
