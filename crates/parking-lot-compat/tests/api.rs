@@ -57,6 +57,17 @@ fn raw_traits() {
     unsafe { raw.unlock() };
 }
 
+/// Mutex guards are `Send` with every backend (parking_lot: with `send_guard`).
+/// RwLock guards are not, even with `send_guard` (see the crate docs).
+#[test]
+fn mutex_guards_are_send() {
+    fn assert_send<T: Send>() {}
+    assert_send::<MutexGuard<'static, ()>>();
+    assert_send::<MappedMutexGuard<'static, ()>>();
+    assert_send::<FairMutexGuard<'static, ()>>();
+    assert_send::<MappedFairMutexGuard<'static, ()>>();
+}
+
 #[test]
 fn mutex_and_guards() {
     let m = Mutex::new((1, 2));
