@@ -16,7 +16,9 @@
 #   BACKENDS      backends to run patched (default "cst cna")
 #   CARGO         the cargo command (default "cargo"; e.g. "flock /tmp/cargo-build.lock cargo")
 #   TRY_CRATE_DIR where to unpack (default: a new temporary directory, kept)
-#   BENCH=1       also run `cargo bench` (criterion) unpatched and patched (cst)
+#   BENCH=1       also run the crate's criterion benches: unpatched (saved as
+#                 criterion baseline "unpatched"), then each backend against it
+#   BENCH_ARGS    arguments for `cargo bench` before `--` (e.g. "--bench benchmarks")
 set -euo pipefail
 
 usage() { echo "usage: $0 NAME@VERSION [-- cargo test args]" >&2; exit 2; }
@@ -111,13 +113,18 @@ for b in $backends; do
     run_tests "patched-$b" "$work/patched" "PARKING_LOT_COMPAT_BACKEND=$b"
 done
 
-# 4. Benchmarks, when asked and the crate has them.
+# 4. Criterion benchmarks, when asked and the crate has them: unpatched saved as
+# a baseline, then each backend compared with it (criterion's `change:` lines).
 if [[ ${BENCH:-0} == 1 && -d $work/plain/benches ]]; then
-    for label in unpatched patched-cst; do
-        dir=$work/plain; [[ $label == patched-cst ]] && dir=$work/patched
-        echo "== cargo bench ($label), log $work/bench-$label.log"
-        (cd "$dir" && PARKING_LOT_COMPAT_BACKEND=cst "${cargo[@]}" bench > "$work/bench-$label.log" 2>&1) || true
-        grep -E '^\S.*time:|^[a-zA-Z_/ -]+ +time:' "$work/bench-$label.log" | head -n 40 || true
+    read -r -a bench_args <<< "${BENCH_ARGS:-}"
+    echo "== cargo bench ${bench_args[*]} (unpatched), log $work/bench-unpatched.log"
+    (cd "$work/plain" && "${cargo[@]}" bench "${bench_args[@]}" -- --save-baseline unpatched) \
+        > "$work/bench-unpatched.log" 2>&1 || echo "!! cargo bench failed (criterion benches only)"
+    for b in $backends; do
+        echo "== cargo bench (patched-$b against unpatched), log $work/bench-patched-$b.log"
+        (cd "$work/patched" && PARKING_LOT_COMPAT_BACKEND=$b "${cargo[@]}" bench "${bench_args[@]}" \
+            -- --baseline unpatched) > "$work/bench-patched-$b.log" 2>&1 || echo "!! cargo bench failed"
+        grep -E 'time:|change:|Performance has|No change' "$work/bench-patched-$b.log" || true
     done
 fi
 
