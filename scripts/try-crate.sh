@@ -87,7 +87,11 @@ TOML
 
 # 2. The patch took effect: ours, and no registry parking_lot 0.12.
 echo "== cargo tree -i parking_lot (patched)"
-tree=$(cd "$work/patched" && "${cargo[@]}" tree --quiet -e all -i parking_lot 2>"$work/tree.err") || true
+# With the crate's default features first; if parking_lot is optional there
+# (tokio), with all of them.
+tree=$(cd "$work/patched" && "${cargo[@]}" tree --quiet -e all -i parking_lot 2>"$work/tree.err") ||
+    tree=$(cd "$work/patched" && "${cargo[@]}" tree --quiet -e all -i parking_lot --all-features \
+        2>"$work/tree.err") || true
 echo "$tree" | head -n 30
 cat "$work/tree.err" >&2
 if ! grep -q "^parking_lot v0.12.5 ($compat)" <<< "$tree"; then
@@ -104,7 +108,7 @@ run_tests() { # LABEL DIR [ENV...]
     counts=$(grep -E '^test result:' "$log" | awk '
         { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed;?$/) p += $(i-1);
           if ($(i) ~ /^failed;?$/) f += $(i-1); if ($(i) ~ /^ignored;?$/) g += $(i-1) } }
-        END { printf "%d passed, %d failed, %d ignored", p, f, g }')
+        END { printf "%d passed, %d failed, %d ignored", p, f, g }' || true)
     summary+=("$(printf '%-14s %s (exit %d, log %s)' "$label" "$counts" "$rc" "$log")")
     echo "${summary[-1]}"
 }
