@@ -19,6 +19,8 @@
 #   BENCH=1       also run the crate's criterion benches: unpatched (saved as
 #                 criterion baseline "unpatched"), then each backend against it
 #   BENCH_ARGS    arguments for `cargo bench` before `--` (e.g. "--bench benchmarks")
+#   BENCH_FILTER  criterion's benchmark name filter (after `--`)
+#   TESTS=0       skip the test runs (benchmarks only)
 set -euo pipefail
 
 usage() { echo "usage: $0 NAME@VERSION [-- cargo test args]" >&2; exit 2; }
@@ -112,25 +114,27 @@ run_tests() { # LABEL DIR [ENV...]
     summary+=("$(printf '%-14s %s (exit %d, log %s)' "$label" "$counts" "$rc" "$log")")
     echo "${summary[-1]}"
 }
-run_tests unpatched "$work/plain"
-for b in $backends; do
-    run_tests "patched-$b" "$work/patched" "PARKING_LOT_COMPAT_BACKEND=$b"
-done
+if [[ ${TESTS:-1} != 0 ]]; then
+    run_tests unpatched "$work/plain"
+    for b in $backends; do
+        run_tests "patched-$b" "$work/patched" "PARKING_LOT_COMPAT_BACKEND=$b"
+    done
+fi
 
 # 4. Criterion benchmarks, when asked and the crate has them: unpatched saved as
 # a baseline, then each backend compared with it (criterion's `change:` lines).
 if [[ ${BENCH:-0} == 1 && -d $work/plain/benches ]]; then
     read -r -a bench_args <<< "${BENCH_ARGS:-}"
     echo "== cargo bench ${bench_args[*]} (unpatched), log $work/bench-unpatched.log"
-    (cd "$work/plain" && "${cargo[@]}" bench "${bench_args[@]}" -- --save-baseline unpatched) \
+    (cd "$work/plain" && "${cargo[@]}" bench "${bench_args[@]}" -- --save-baseline unpatched ${BENCH_FILTER:-}) \
         > "$work/bench-unpatched.log" 2>&1 || echo "!! cargo bench failed (criterion benches only)"
     for b in $backends; do
         echo "== cargo bench (patched-$b against unpatched), log $work/bench-patched-$b.log"
         (cd "$work/patched" && PARKING_LOT_COMPAT_BACKEND=$b "${cargo[@]}" bench "${bench_args[@]}" \
-            -- --baseline unpatched) > "$work/bench-patched-$b.log" 2>&1 || echo "!! cargo bench failed"
+            -- --baseline unpatched ${BENCH_FILTER:-}) > "$work/bench-patched-$b.log" 2>&1 || echo "!! cargo bench failed"
         grep -E 'time:|change:|Performance has|No change' "$work/bench-patched-$b.log" || true
     done
 fi
 
 echo "== $name@$version, cargo test ${test_args[*]}"
-printf '%s\n' "${summary[@]}"
+[[ ${#summary[@]} -eq 0 ]] || printf '%s\n' "${summary[@]}"
