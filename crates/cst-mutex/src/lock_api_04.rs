@@ -18,9 +18,14 @@
 //!   released by the thread that took it. Read-locking through lock_api 0.4 from a
 //!   thread-local destructor that runs after this list's panics.
 //!
+//! - Recursive reads (`RawRwLockRecursive`, `read_recursive`, which lock_api
+//!   0.5 does not have): a thread that already holds a read lock of the rwlock
+//!   counts the new read on that hold and registers nothing, so it cannot
+//!   block behind a waiting writer (which waits for that hold to leave);
+//!   a thread that holds none takes an ordinary read lock.
+//!
 //! `RawCondvar` has no lock_api 0.4 counterpart (lock_api 0.4 has no condvar
-//! trait), and there are no recursive reads (`RawRwLockRecursive`; see the
-//! [crate docs](crate#rwlock-policy)).
+//! trait).
 //!
 //! ```
 //! use cst_mutex::lock_api_04::lock_api; // lock_api 0.4
@@ -179,10 +184,20 @@ unsafe impl lock_api04::GetThreadId for RawThreadId {
     }
 }
 
+/// One read lock this thread holds through lock_api 0.4.
+struct ReadHold {
+    /// The lock's address.
+    addr: usize,
+    /// The state of the registration the read made on the lock.
+    state: SharedGuardState,
+    /// Recursive reads taken on top of this registration without registering
+    /// again (see `RawRwLockRecursive`); released before the registration.
+    recursive: usize,
+}
+
 thread_local! {
-    /// The read locks this thread holds through lock_api 0.4: (lock address,
-    /// its guard state), most recent last.
-    static READS: RefCell<Vec<(usize, SharedGuardState)>> = const { RefCell::new(Vec::new()) };
+    /// The read locks this thread holds through lock_api 0.4, most recent last.
+    static READS: RefCell<Vec<ReadHold>> = const { RefCell::new(Vec::new()) };
 }
 
 impl RawRwLock {
@@ -194,7 +209,13 @@ impl RawRwLock {
     fn push_read(&self, state: SharedGuardState) {
         let addr = self.addr();
         let mut state = Some(state);
-        let kept = READS.try_with(|reads| reads.borrow_mut().push((addr, state.take().unwrap())));
+        let kept = READS.try_with(|reads| {
+            reads.borrow_mut().push(ReadHold {
+                addr,
+                state: state.take().unwrap(),
+                recursive: 0,
+            })
+        });
         if kept.is_err() {
             // SAFETY: `state` is the read acquisition we just made and could not keep.
             unsafe { v05::RawRwLock::unlock_shared(self, state.take().unwrap()) };
@@ -205,17 +226,44 @@ impl RawRwLock {
         }
     }
 
-    /// Takes back the state of one read lock this thread holds on `self`. Any of
-    /// them will do: a lock does not know which reader registered where, only the
-    /// counts, and releasing any one registration leaves a state that dropping
-    /// that reader alone could have left.
-    fn pop_read(&self) -> SharedGuardState {
+    /// A recursive read on top of a read lock this thread already holds on
+    /// `self`, if it holds one: counted on that hold, nothing registered on the
+    /// lock (the hold keeps readers in, so a waiting writer cannot block us).
+    /// False when this thread holds no read lock of `self`.
+    fn reenter_read(&self) -> bool {
         let addr = self.addr();
         READS
             .try_with(|reads| {
                 let mut reads = reads.borrow_mut();
-                let i = reads.iter().rposition(|&(a, _)| a == addr)?;
-                Some(reads.remove(i).1)
+                match reads.iter_mut().rev().find(|h| h.addr == addr) {
+                    Some(hold) => {
+                        hold.recursive += 1;
+                        true
+                    }
+                    None => false,
+                }
+            })
+            .unwrap_or(false)
+    }
+
+    /// Takes back one read lock this thread holds on `self`: a recursive read
+    /// counted on the latest hold (`None`: nothing to release on the lock),
+    /// else that hold's registration state. Any hold will do: a lock does not
+    /// know which reader registered where, only the counts, and releasing any
+    /// one registration leaves a state that dropping that reader alone could
+    /// have left. A hold leaves only after its recursive reads, so while this
+    /// thread holds any read guard of `self` one registration remains.
+    fn pop_read(&self) -> Option<SharedGuardState> {
+        let addr = self.addr();
+        READS
+            .try_with(|reads| {
+                let mut reads = reads.borrow_mut();
+                let i = reads.iter().rposition(|h| h.addr == addr)?;
+                if reads[i].recursive > 0 {
+                    reads[i].recursive -= 1;
+                    return Some(None);
+                }
+                Some(Some(reads.remove(i).state))
             })
             .ok()
             .flatten()
@@ -247,9 +295,10 @@ unsafe impl lock_api04::RawRwLock for RawRwLock {
 
     #[inline]
     unsafe fn unlock_shared(&self) {
-        let state = self.pop_read();
-        // SAFETY: `state` is the state of a read lock this thread holds.
-        unsafe { v05::RawRwLock::unlock_shared(self, state) }
+        if let Some(state) = self.pop_read() {
+            // SAFETY: `state` is the state of a read lock this thread holds.
+            unsafe { v05::RawRwLock::unlock_shared(self, state) }
+        }
     }
 
     #[inline]
@@ -283,9 +332,10 @@ unsafe impl lock_api04::RawRwLock for RawRwLock {
 unsafe impl lock_api04::RawRwLockFair for RawRwLock {
     #[inline]
     unsafe fn unlock_shared_fair(&self) {
-        let state = self.pop_read();
-        // SAFETY: `state` is the state of a read lock this thread holds.
-        unsafe { v05::RawRwLockFair::unlock_shared_fair(self, state) }
+        if let Some(state) = self.pop_read() {
+            // SAFETY: `state` is the state of a read lock this thread holds.
+            unsafe { v05::RawRwLockFair::unlock_shared_fair(self, state) }
+        }
     }
 
     #[inline]
@@ -332,6 +382,37 @@ unsafe impl lock_api04::RawRwLockTimed for RawRwLock {
     #[inline]
     fn try_lock_exclusive_until(&self, deadline: Instant) -> bool {
         v05::RawRwLockTimed::try_lock_exclusive_until(self, deadline).is_some()
+    }
+}
+
+// SAFETY: as for `RawRwLock`. A recursive read on a thread that already holds a
+// read lock of this lock registers nothing: that hold keeps the lock read-locked
+// (no writer inside) until the recursive read is released, which `pop_read`
+// does first. Otherwise it is an ordinary read.
+unsafe impl lock_api04::RawRwLockRecursive for RawRwLock {
+    #[inline]
+    fn lock_shared_recursive(&self) {
+        if !self.reenter_read() {
+            lock_api04::RawRwLock::lock_shared(self);
+        }
+    }
+
+    #[inline]
+    fn try_lock_shared_recursive(&self) -> bool {
+        self.reenter_read() || lock_api04::RawRwLock::try_lock_shared(self)
+    }
+}
+
+// SAFETY: as for `RawRwLockRecursive`.
+unsafe impl lock_api04::RawRwLockRecursiveTimed for RawRwLock {
+    #[inline]
+    fn try_lock_shared_recursive_for(&self, timeout: Duration) -> bool {
+        self.reenter_read() || lock_api04::RawRwLockTimed::try_lock_shared_for(self, timeout)
+    }
+
+    #[inline]
+    fn try_lock_shared_recursive_until(&self, deadline: Instant) -> bool {
+        self.reenter_read() || lock_api04::RawRwLockTimed::try_lock_shared_until(self, deadline)
     }
 }
 

@@ -155,3 +155,31 @@ fn unlock_shared_without_a_read_lock_panics() {
     // The implementation detects it before touching the lock.
     unsafe { raw.unlock_shared() };
 }
+
+#[test]
+fn recursive_read_passes_a_waiting_writer() {
+    let l = Arc::new(cst_mutex::lock_api_04::RwLock::new(0u32));
+    let outer = l.read();
+    let writer = {
+        let l = Arc::clone(&l);
+        thread::spawn(move || *l.write() += 1)
+    };
+    // Wait until the writer has announced itself: new plain readers are refused.
+    while l.try_read().is_some() {
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(l.try_read_recursive().is_some());
+    let inner = l.read_recursive();
+    let timed = l
+        .try_read_recursive_for(Duration::from_millis(1))
+        .expect("this thread holds a read lock");
+    // Released out of order: the lock stays read-locked until the last one.
+    drop(outer);
+    assert!(!writer.is_finished());
+    drop(timed);
+    assert_eq!(*inner, 0);
+    drop(inner);
+    writer.join().unwrap();
+    assert_eq!(*l.read_recursive(), 1);
+    assert!(!l.is_locked());
+}
