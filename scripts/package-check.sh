@@ -19,6 +19,16 @@ crates=(numa-topology numa-spin cst-mutex numa-lock-registry numa-bench)
 version=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="numa-spin"))')
 
+# `cargo package` verifies each package against its siblings' .crate files through
+# a local overlay registry whose sources cargo unpacks under
+# $CARGO_HOME/registry/src/-<hash>/ and never unpacks again for the same name and
+# version: sources left there by an earlier run (an older commit, same version
+# number) would be compiled instead of this tree's. Remove them first.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+for c in "${crates[@]}"; do
+    rm -rf "$cargo_home"/registry/src/-*/"$c-$version"
+done
+
 step "cargo package ${crates[*]} (verifies that each .crate builds)"
 pkg_args=()
 for c in "${crates[@]}"; do pkg_args+=(-p "$c"); done
