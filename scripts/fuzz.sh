@@ -56,6 +56,11 @@ classify() {
         echo "ours"
     elif grep -A3 "ERROR: AddressSanitizer" <<<"$out" | grep -m1 "#0 " | grep -q "libhwloc"; then
         echo "upstream"
+    elif grep -q "__assert_fail" <<<"$out" &&
+        grep -E "^ *#[0-9]+ " <<<"$out" | grep -m1 -E "libhwloc|hwlocality|numa_topology" | grep -q "libhwloc"; then
+        # An assert() of libhwloc itself aborted (e.g. hwloc_bitmap_sscanf in 2.9's
+        # XML import): the innermost frame of hwloc or ours is hwloc's.
+        echo "upstream"
     else
         echo "ours"
     fi
