@@ -46,3 +46,12 @@ expect_failure "backend foo" "accepted values: .cst." \
     env PARKING_LOT_COMPAT_BACKEND=foo cargo check "${pkg[@]}"
 expect_failure "backend hq" "numa-spin has no HQ" \
     env PARKING_LOT_COMPAT_BACKEND=hq cargo check "${pkg[@]}"
+
+# A program nobody here wrote: tokio's own runtime and sync tests on the drop-in
+# (tokio's `parking_lot` feature, part of `full`, puts its internal mutexes and
+# its runtime's locks on parking_lot). A fixed subset within CI's budget (about
+# 2.5 minutes cold); the full list is in crates/parking-lot-compat/README.md.
+step "tokio 1.54.1's sync_mutex, sync_rwlock, sync_notify and rt_threaded tests, patched (default backend)"
+STRICT=1 UNPATCHED=0 BACKENDS=cst TRY_CRATE_DIR="$PWD/target/try-crate/tokio" \
+    scripts/try-crate.sh tokio@1.54.1 -- --features full,test-util \
+    --test sync_mutex --test sync_rwlock --test sync_notify --test rt_threaded

@@ -21,6 +21,9 @@
 #   BENCH_ARGS    arguments for `cargo bench` before `--` (e.g. "--bench benchmarks")
 #   BENCH_FILTER  criterion's benchmark name filter (after `--`)
 #   TESTS=0       skip the test runs (benchmarks only)
+#   UNPATCHED=0   skip the unpatched test run
+#   STRICT=1      exit non-zero when the patch did not take effect or a test run
+#                 failed or ran no test (for CI)
 set -euo pipefail
 
 usage() { echo "usage: $0 NAME@VERSION [-- cargo test args]" >&2; exit 2; }
@@ -96,8 +99,11 @@ tree=$(cd "$work/patched" && "${cargo[@]}" tree --quiet -e all -i parking_lot 2>
         2>"$work/tree.err") || true
 echo "$tree" | head -n 30
 cat "$work/tree.err" >&2
-if ! grep -q "^parking_lot v0.12.5 ($compat)" <<< "$tree"; then
+failed=0
+if ! grep -q "^parking_lot v0.12.5 ($compat)" <<< "$tree" ||
+    grep -q "^parking_lot v0.12.[0-9]*$" <<< "$tree"; then
     echo "!! the patch did not take effect: cargo tree -i parking_lot does not show $compat alone" >&2
+    failed=1
 fi
 
 # 3. The tests, unpatched and patched with each backend.
@@ -112,10 +118,14 @@ run_tests() { # LABEL DIR [ENV...]
           if ($(i) ~ /^failed;?$/) f += $(i-1); if ($(i) ~ /^ignored;?$/) g += $(i-1) } }
         END { printf "%d passed, %d failed, %d ignored", p, f, g }' || true)
     summary+=("$(printf '%-14s %s (exit %d, log %s)' "$label" "$counts" "$rc" "$log")")
+    if [[ $rc -ne 0 || $counts == "0 passed"* ]]; then
+        failed=1
+        [[ ${STRICT:-0} != 1 ]] || tail -n 40 "$log"
+    fi
     echo "${summary[-1]}"
 }
 if [[ ${TESTS:-1} != 0 ]]; then
-    run_tests unpatched "$work/plain"
+    [[ ${UNPATCHED:-1} == 0 ]] || run_tests unpatched "$work/plain"
     for b in $backends; do
         run_tests "patched-$b" "$work/patched" "PARKING_LOT_COMPAT_BACKEND=$b"
     done
@@ -138,3 +148,7 @@ fi
 
 echo "== $name@$version, cargo test ${test_args[*]}"
 [[ ${#summary[@]} -eq 0 ]] || printf '%s\n' "${summary[@]}"
+if [[ ${STRICT:-0} == 1 && $failed -ne 0 ]]; then
+    echo "!! $name@$version: a run failed or the patch did not take effect" >&2
+    exit 1
+fi

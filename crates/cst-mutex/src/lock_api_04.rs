@@ -10,19 +10,28 @@
 //!   unlock looks the node up again (one `current_node()` call, ~3 ns). Mutex
 //!   guards stay `Send` (`GuardSend`).
 //! - A reader must release the counter it registered on (the state word or its
-//!   node's snode), which only the [`SharedGuardState`] knows. Each thread
-//!   keeps the states of the read locks it holds through lock_api 0.4 in a
-//!   thread-local list (allocated on the thread's first read, a few bytes per
-//!   held read lock), and `unlock_shared` takes one back. So rwlock guards are
-//!   not `Send` (`GuardNoSend`, parking_lot 0.12's default too): a read lock is
-//!   released by the thread that took it. Read-locking through lock_api 0.4 from a
-//!   thread-local destructor that runs after this list's panics.
+//!   node's snode), which only the [`SharedGuardState`] knows. An uncontended
+//!   read counts on the state word and needs no record: its release is one
+//!   `fetch_sub`, as in parking_lot. Only a read that registered on an snode
+//!   counter (reader contention) is recorded, in a thread-local list (allocated
+//!   on the thread's first such read, a few bytes per held read lock); a
+//!   release takes this thread's record for the lock if it has one, else
+//!   releases a state-word read. Which of the thread's reads of one lock is
+//!   released first does not matter: the lock keeps only counts, and releasing
+//!   any one registration leaves a state that that reader's own release could
+//!   have left. So rwlock guards are not `Send` (`GuardNoSend`, parking_lot
+//!   0.12's default too): a read lock is released by the thread that took it.
+//!   A contended read through lock_api 0.4 from a thread-local destructor that
+//!   runs after this list's panics.
 //!
 //! - Recursive reads (`RawRwLockRecursive`, `read_recursive`, which lock_api
-//!   0.5 does not have): a thread that already holds a read lock of the rwlock
-//!   counts the new read on that hold and registers nothing, so it cannot
-//!   block behind a waiting writer (which waits for that hold to leave);
-//!   a thread that holds none takes an ordinary read lock.
+//!   0.5 does not have), parking_lot 0.12's rule: while the state word counts a
+//!   reader, the read joins that count even past a waiting writer
+//!   ([`RawRwLock::try_lock_shared_recursive`]); a thread that holds a read lock
+//!   of the rwlock on an snode counter counts the new read on that hold and
+//!   registers nothing. Either way a thread that holds a read lock cannot block
+//!   behind a waiting writer (which waits for that hold to leave); otherwise
+//!   it takes an ordinary read lock.
 //!
 //! `RawCondvar` has no lock_api 0.4 counterpart (lock_api 0.4 has no condvar
 //! trait).
@@ -50,7 +59,7 @@
 //! assert_eq!(*l.read(), [1, 2, 3]);
 //! ```
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
@@ -58,8 +67,10 @@ pub use lock_api04 as lock_api;
 
 use ::lock_api as v05;
 
+use crate::cohort::READER_MASK;
 use crate::fair::RawFairMutex;
 use crate::remutex::RawThreadId;
+use crate::sync;
 use crate::{ExclusiveGuardState, MutexGuardState, RawMutex, RawRwLock, SharedGuardState};
 
 // SAFETY: forwards to the lock_api 0.5 implementation, whose contract is the same
@@ -184,7 +195,7 @@ unsafe impl lock_api04::GetThreadId for RawThreadId {
     }
 }
 
-/// One read lock this thread holds through lock_api 0.4.
+/// One read lock this thread holds through lock_api 0.4 on an snode counter.
 struct ReadHold {
     /// The lock's address.
     addr: usize,
@@ -196,8 +207,12 @@ struct ReadHold {
 }
 
 thread_local! {
-    /// The read locks this thread holds through lock_api 0.4, most recent last.
-    static READS: RefCell<Vec<ReadHold>> = const { RefCell::new(Vec::new()) };
+    /// The read locks this thread holds through lock_api 0.4 on snode
+    /// counters, most recent last.
+    static NODE_READS: RefCell<Vec<ReadHold>> = const { RefCell::new(Vec::new()) };
+    /// The length of `NODE_READS`: a release of a state-word read reads this
+    /// (no destructor, so no registration or state check) and skips the list.
+    static NODE_READS_HELD: Cell<usize> = const { Cell::new(0) };
 }
 
 impl RawRwLock {
@@ -205,34 +220,52 @@ impl RawRwLock {
         std::ptr::from_ref(self).addr()
     }
 
-    /// Keeps the state of a read lock this thread just took.
+    /// Keeps the state of a read lock this thread just took, if it registered
+    /// on an snode counter (a state-word read needs no record).
+    #[inline]
     fn push_read(&self, state: SharedGuardState) {
+        if !state.is_fast() {
+            self.push_node_read(state);
+        }
+    }
+
+    #[cold]
+    fn push_node_read(&self, state: SharedGuardState) {
         let addr = self.addr();
         let mut state = Some(state);
-        let kept = READS.try_with(|reads| {
-            reads.borrow_mut().push(ReadHold {
+        let kept = NODE_READS.try_with(|reads| {
+            let mut reads = reads.borrow_mut();
+            reads.push(ReadHold {
                 addr,
                 state: state.take().unwrap(),
                 recursive: 0,
-            })
+            });
+            NODE_READS_HELD.set(reads.len());
         });
         if kept.is_err() {
             // SAFETY: `state` is the read acquisition we just made and could not keep.
             unsafe { v05::RawRwLock::unlock_shared(self, state.take().unwrap()) };
             panic!(
-                "cst_mutex: a lock_api 0.4 read lock was taken in a thread-local destructor \
-                 that runs after cst-mutex's own; use the lock_api 0.5 API there"
+                "cst_mutex: a contended lock_api 0.4 read lock was taken in a thread-local \
+                 destructor that runs after cst-mutex's own; use the lock_api 0.5 API there"
             );
         }
     }
 
-    /// A recursive read on top of a read lock this thread already holds on
-    /// `self`, if it holds one: counted on that hold, nothing registered on the
-    /// lock (the hold keeps readers in, so a waiting writer cannot block us).
-    /// False when this thread holds no read lock of `self`.
+    /// A recursive read that never blocks behind a waiting writer, if one is
+    /// possible: joining the state word's reader count, or counted on a hold
+    /// this thread has on an snode counter of `self`. False when neither
+    /// applies (then an ordinary read lock is due).
     fn reenter_read(&self) -> bool {
+        if let Some(state) = self.try_lock_shared_recursive() {
+            self.push_read(state);
+            return true;
+        }
+        if NODE_READS_HELD.get() == 0 {
+            return false;
+        }
         let addr = self.addr();
-        READS
+        NODE_READS
             .try_with(|reads| {
                 let mut reads = reads.borrow_mut();
                 match reads.iter_mut().rev().find(|h| h.addr == addr) {
@@ -246,16 +279,20 @@ impl RawRwLock {
             .unwrap_or(false)
     }
 
-    /// Takes back one read lock this thread holds on `self`: a recursive read
-    /// counted on the latest hold (`None`: nothing to release on the lock),
-    /// else that hold's registration state. Any hold will do: a lock does not
-    /// know which reader registered where, only the counts, and releasing any
-    /// one registration leaves a state that dropping that reader alone could
-    /// have left. A hold leaves only after its recursive reads, so while this
-    /// thread holds any read guard of `self` one registration remains.
-    fn pop_read(&self) -> Option<SharedGuardState> {
+    /// Takes back one snode-counter read this thread holds on `self`:
+    /// `Some(None)` for a recursive read counted on the latest hold (nothing
+    /// to release on the lock), `Some(Some(state))` for that hold's
+    /// registration, `None` when this thread holds none of `self` (its read is
+    /// a state-word read). A hold leaves only after its recursive reads, so
+    /// while this thread holds any read guard of `self` on it, one
+    /// registration remains.
+    #[inline]
+    fn pop_node_read(&self) -> Option<Option<SharedGuardState>> {
+        if NODE_READS_HELD.get() == 0 {
+            return None;
+        }
         let addr = self.addr();
-        READS
+        NODE_READS
             .try_with(|reads| {
                 let mut reads = reads.borrow_mut();
                 let i = reads.iter().rposition(|h| h.addr == addr)?;
@@ -263,11 +300,31 @@ impl RawRwLock {
                     reads[i].recursive -= 1;
                     return Some(None);
                 }
-                Some(Some(reads.remove(i).state))
+                let state = reads.remove(i).state;
+                NODE_READS_HELD.set(reads.len());
+                Some(Some(state))
             })
             .ok()
             .flatten()
-            .expect("cst_mutex: unlock_shared (lock_api 0.4) on a thread that holds no read lock of this RwLock")
+    }
+
+    /// The state to release one of this thread's read locks of `self` with
+    /// (`None`: a recursive read that registered nothing).
+    ///
+    /// # Panics
+    ///
+    /// When this thread holds no snode-counter read of `self` and the state
+    /// word counts no reader: no read lock of `self` is held at all.
+    #[inline]
+    fn pop_read(&self) -> Option<SharedGuardState> {
+        if let Some(node_read) = self.pop_node_read() {
+            return node_read;
+        }
+        assert!(
+            self.cohort.state.load(sync::Ordering::Relaxed) & READER_MASK != 0,
+            "cst_mutex: unlock_shared (lock_api 0.4) on a thread that holds no read lock of this RwLock"
+        );
+        Some(SharedGuardState::FAST)
     }
 }
 

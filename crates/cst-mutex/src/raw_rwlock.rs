@@ -54,7 +54,9 @@ use std::time::{Duration, Instant};
 /// the writer waits for the first read lock, the second read waits for the
 /// writer. This is the writer-preferring policy `lock_api` allows; the lock
 /// does not implement `RawRwLockRecursive`. Take one read lock per thread
-/// and pass the guard down.
+/// and pass the guard down. ([`RawRwLock::try_lock_shared_recursive`] reads
+/// past a waiting writer while the state word counts a reader, which the
+/// lock_api 0.4 `read_recursive` builds on.)
 ///
 /// # Examples
 ///
@@ -134,6 +136,17 @@ impl Default for ExclusiveGuardState {
 
 const FAST: usize = 0;
 
+impl SharedGuardState {
+    /// A read counted in the state word (no snode counter).
+    pub(crate) const FAST: SharedGuardState = SharedGuardState { counter: FAST };
+
+    /// Whether this read is counted in the state word, not on an snode counter.
+    #[inline]
+    pub(crate) fn is_fast(&self) -> bool {
+        self.counter == FAST
+    }
+}
+
 impl RawRwLock {
     /// A new unlocked lock (allocates nothing).
     #[cfg(not(numa_loom))]
@@ -206,6 +219,66 @@ impl RawRwLock {
                 // Unchanged word: a spurious failure, not contention.
                 Err(x) if x == s => {}
                 Err(_) => return None,
+            }
+        }
+    }
+
+    /// A read lock taken only while the state word already counts a reader:
+    /// never waits, and never refused because a writer is waiting.
+    ///
+    /// A waiting writer has set `WRITER_BIT` and waits for every counter to
+    /// reach 0, and no reader may start counting on the state word while
+    /// `WRITER_BIT` is set. Joining a count that is not 0 keeps that rule's
+    /// point: while the word counts a reader, the writer that set `WRITER_BIT`
+    /// is not inside (it enters only after seeing the count 0, and during one
+    /// `WRITER_BIT` period the count never rises from 0), so adding one more
+    /// reader to that count delays the writer, exactly as if the reader had
+    /// been inside already. This is the rule of parking_lot's
+    /// `read_recursive`: it succeeds without blocking while another read lock
+    /// is held (here: one counted in the state word). `None` when the word
+    /// counts no reader (or its counter is full); then take an ordinary read
+    /// lock.
+    ///
+    /// With this, a thread that holds a read lock on the state word can read
+    /// again past a waiting writer without deadlocking. Release the state with
+    /// `unlock_shared` like any other.
+    ///
+    /// ```
+    /// use cst_mutex::RawRwLock;
+    /// use lock_api::RawRwLock as _;
+    ///
+    /// let raw = RawRwLock::new();
+    /// assert!(raw.try_lock_shared_recursive().is_none(), "no reader inside");
+    /// let outer = raw.lock_shared();
+    /// let inner = raw.try_lock_shared_recursive().expect("a reader is inside");
+    /// // SAFETY: both states are this context's read acquisitions.
+    /// unsafe {
+    ///     raw.unlock_shared(inner);
+    ///     raw.unlock_shared(outer);
+    /// }
+    /// assert!(!raw.is_locked());
+    /// ```
+    #[inline]
+    pub fn try_lock_shared_recursive(&self) -> Option<SharedGuardState> {
+        // Relaxed: a first guess for the CAS, which acquires.
+        let mut s = self.cohort.state.load(Ordering::Relaxed);
+        loop {
+            let readers = s & READER_MASK;
+            if readers == 0 || readers == READER_MASK {
+                return None;
+            }
+            // Acquire: this CAS reads from a reader's RMW (the one that made
+            // the count non-zero, or a later one), which continues the release
+            // sequence of the last writer's release of the word; acquiring it
+            // orders that writer's critical section before our read section.
+            match self.cohort.state.compare_exchange_weak(
+                s,
+                s + READER_ONE,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(SharedGuardState::FAST),
+                Err(x) => s = x,
             }
         }
     }
@@ -491,13 +564,16 @@ impl RawRwLock {
         // Relaxed: a first guess for the CAS.
         let mut s = self.cohort.state.load(Ordering::Relaxed);
         while s & READER_MASK != READER_MASK {
-            // Relaxed: we hold the cohort mutex (and `WRITER_BIT`) across the
-            // downgrade, so everything our shared section may read already
-            // happened before us; there is nothing to acquire.
+            // Release, no Acquire: we hold the cohort mutex (and `WRITER_BIT`)
+            // across the downgrade, so there is nothing to acquire; but from
+            // this CAS on the word counts a reader, and a reader joining that
+            // count through `try_lock_shared_recursive` (before we clear
+            // `WRITER_BIT`) acquires from this CAS, so it must publish our
+            // write section.
             match self.cohort.state.compare_exchange_weak(
                 s,
                 s + READER_ONE,
-                Ordering::Relaxed,
+                Ordering::Release,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return SharedGuardState { counter: FAST },
@@ -535,7 +611,7 @@ impl RawRwLock {
         self.unlock_cohort(g, fair);
     }
 
-    fn unlock_shared_inner(&self, g: SharedGuardState) {
+    pub(crate) fn unlock_shared_inner(&self, g: SharedGuardState) {
         if g.counter == FAST {
             let old = self.cohort.state.fetch_sub(READER_ONE, Ordering::Release);
             if old & WRITER_BIT != 0 {

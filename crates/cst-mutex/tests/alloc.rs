@@ -119,6 +119,32 @@ fn uncontended_operations_never_allocate() {
     assert_eq!(n, 0, "uncontended operations allocated {n} times");
 }
 
+/// Uncontended reads through lock_api 0.4 (no guard state) allocate nothing
+/// either, on a fresh thread: a state-word read keeps no per-thread record.
+#[cfg(feature = "lock_api_04")]
+#[test]
+fn uncontended_lock_api_04_reads_never_allocate() {
+    use cst_mutex::lock_api_04::{RwLock, lock_api::RwLockUpgradableReadGuard};
+    let l = Arc::new(RwLock::new(0u64));
+    let l2 = Arc::clone(&l);
+    let n = thread::spawn(move || {
+        allocations_in(|| {
+            for _ in 0..1000 {
+                let (a, b) = (l2.read(), l2.read_recursive());
+                std::hint::black_box((*a, *b));
+                drop((a, b));
+                let r = RwLockUpgradableReadGuard::downgrade(l2.upgradable_read());
+                drop(r);
+                *l2.write() += 1;
+            }
+        })
+    })
+    .join()
+    .unwrap();
+    assert_eq!(n, 0, "uncontended lock_api 0.4 reads allocated {n} times");
+    assert_eq!(*l.read(), 1000);
+}
+
 // One test function: the counter is process-wide, parallel tests would mix.
 #[test]
 fn snodes_are_lazy_and_freed() {

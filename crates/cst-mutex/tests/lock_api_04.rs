@@ -183,3 +183,48 @@ fn recursive_read_passes_a_waiting_writer() {
     assert_eq!(*l.read_recursive(), 1);
     assert!(!l.is_locked());
 }
+
+/// parking_lot 0.12's rule: `read_recursive` succeeds without blocking while
+/// another thread holds a read lock, even past a waiting writer (which still
+/// gets in once every reader has left).
+#[test]
+fn recursive_read_joins_another_threads_read_past_a_waiting_writer() {
+    let l = Arc::new(cst_mutex::lock_api_04::RwLock::new(0u32));
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let reader = {
+        let l = Arc::clone(&l);
+        thread::spawn(move || {
+            let g = l.read();
+            held_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            drop(g);
+        })
+    };
+    held_rx.recv().unwrap();
+    let writer = {
+        let l = Arc::clone(&l);
+        thread::spawn(move || *l.write() += 1)
+    };
+    while l.try_read().is_some() {
+        thread::sleep(Duration::from_millis(1));
+    }
+    // This thread holds nothing; the other thread's read lets it in.
+    let joined = l
+        .try_read_recursive()
+        .expect("another thread holds a read lock");
+    assert_eq!(*joined, 0);
+    release_tx.send(()).unwrap();
+    reader.join().unwrap();
+    assert!(
+        !writer.is_finished(),
+        "the writer waits for the joined reader"
+    );
+    drop(joined);
+    writer.join().unwrap();
+    assert_eq!(*l.read(), 1);
+    // With no reader inside, a recursive read is an ordinary one.
+    let w = l.write();
+    assert!(l.try_read_recursive().is_none());
+    drop(w);
+}

@@ -351,6 +351,72 @@ fn rwlock_upgrade_downgrade() {
     });
 }
 
+/// A recursive read (`try_lock_shared_recursive`, which joins a reader count
+/// past `WRITER_BIT`) racing a writer's downgrade: once the downgrade has
+/// counted itself on the state word, the recursive reader may join before
+/// `WRITER_BIT` is cleared, and must see the write section. A second model
+/// thread joins through a reader that acquired normally, so the join's own
+/// Acquire is necessary too. Counts the runs in which a join happened while
+/// `WRITER_BIT` was still set (a plain reader would have been refused).
+#[test]
+fn rwlock_recursive_read_joins_a_downgrading_writer() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static JOINED_PAST_WRITER: AtomicUsize = AtomicUsize::new(0);
+    static JOINED: AtomicUsize = AtomicUsize::new(0);
+    JOINED_PAST_WRITER.store(0, Ordering::Relaxed);
+    JOINED.store(0, Ordering::Relaxed);
+    model(|| {
+        let l = Arc::new(RawRwLock::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        let t = {
+            let (l, cell) = (l.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(1);
+                loop {
+                    if let Some(g) = l.try_lock_shared_recursive() {
+                        let writer_waits = l.try_lock_shared().map(|g2| {
+                            // SAFETY: `g2` is our shared acquisition.
+                            unsafe { l.unlock_shared(g2) }
+                        });
+                        if writer_waits.is_none() {
+                            JOINED_PAST_WRITER.fetch_add(1, Ordering::Relaxed);
+                        }
+                        JOINED.fetch_add(1, Ordering::Relaxed);
+                        let v = get(&cell);
+                        // SAFETY: we hold a shared acquisition with state `g`.
+                        unsafe { l.unlock_shared(g) };
+                        return v;
+                    }
+                    // Free: before the writer, or after the downgraded read left.
+                    if !l.is_locked() {
+                        return u32::MAX;
+                    }
+                    thread::yield_now();
+                }
+            })
+        };
+        __set_loom_node(0);
+        let w = l.lock_exclusive();
+        set(&cell, 1);
+        // SAFETY: `w` is our exclusive acquisition.
+        let r = unsafe { l.downgrade(w) };
+        assert_eq!(get(&cell), 1);
+        // SAFETY: `r` is our shared acquisition.
+        unsafe { l.unlock_shared(r) };
+        let seen = t.join().unwrap();
+        assert!(seen == 1 || seen == u32::MAX, "joined reader saw {seen}");
+        assert!(!l.is_locked());
+    });
+    assert!(
+        JOINED.load(Ordering::Relaxed) > 0,
+        "no recursive read joined"
+    );
+    assert!(
+        JOINED_PAST_WRITER.load(Ordering::Relaxed) > 0,
+        "no recursive read joined while WRITER_BIT was set"
+    );
+}
+
 /// Two threads of one node contend at once while a third holds the lock:
 /// they race to allocate the node's snode; exactly one snode survives.
 #[test]
