@@ -502,13 +502,13 @@ impl<T: Tunables> RawHqLock<T> {
             return;
         }
         let Some(me) = node::current() else {
-            self.lock_unqueued(&cfg);
+            node::lock_unqueued(&self.locked, &cfg);
             return;
         };
         match self.enter(me, &cfg) {
             Some(Entry::Plain(pred)) => self.lock_plain(me, pred, &cfg),
             Some(Entry::Numa(m)) => self.lock_numa(me, m, &cfg),
-            None => self.lock_unqueued(&cfg),
+            None => node::lock_unqueued(&self.locked, &cfg),
         }
         if me.borrowed {
             // We hold the lock, so our node is in no queue (see `crate::node`).
@@ -976,25 +976,6 @@ impl<T: Tunables> RawHqLock<T> {
             self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
         }
     }
-
-    /// The last-resort wait without a queue node (as `RawLock::lock_unqueued`):
-    /// test-and-test-and-set with back-off, ignoring `NO_STEAL`.
-    fn lock_unqueued(&self, cfg: &Config) {
-        let mut spin = SpinWait::new(cfg.spin_budget_ns);
-        loop {
-            // Relaxed: only picks the moment to try; the CAS acquires.
-            if self.locked.load(Ordering::Relaxed) == UNLOCKED
-                // Acquire on success: pairs with the Release of the unlock.
-                && self
-                    .locked
-                    .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return;
-            }
-            spin.snooze();
-        }
-    }
 }
 
 #[cfg(not(numa_loom))]
@@ -1035,85 +1016,20 @@ impl<T: Tunables> core::fmt::Debug for RawHqLock<T> {
     }
 }
 
-// SAFETY: every acquisition is a CAS on `locked` from UNLOCKED (fast path,
-// stealing, unqueued wait) or from UNLOCKED/HANDED (the global head) to LOCKED,
-// with Acquire, and every release stores UNLOCKED or HANDED with Release, so each
-// release is consumed by at most one acquisition. Guards carry no state; a
+// The lock_api 0.5 (and, with feature `lock_api_04`, 0.4) traits. Sound because
+// every acquisition is a CAS on `locked` from UNLOCKED (fast path, stealing,
+// unqueued wait, the timed polling of `crate::timed`) or from UNLOCKED/HANDED (the
+// global head) to LOCKED, with Acquire, and every release stores UNLOCKED or
+// HANDED with Release, so each release is consumed by at most one acquisition;
+// `release_fair` leaves the lock to the global head. Guards carry no state; a
 // forgotten guard leaves the lock held (a deadlock, never unsoundness). `lock`
 // runs no user code. Queue nodes and metadata are named by index, never point to
 // the lock, so the lock can be moved or dropped whenever it is not borrowed.
-#[cfg(not(numa_loom))]
-unsafe impl<T: Tunables> lock_api::RawMutex for RawHqLock<T> {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::from_tunables(T::DEFAULT);
-
-    type Guard = lock_api::GuardSend;
-
-    #[inline]
-    fn lock(&self) -> Self::Guard {
-        self.acquire();
-        lock_api::GuardSend::new()
-    }
-
-    #[inline]
-    fn try_lock(&self) -> Option<Self::Guard> {
-        self.try_acquire().then(lock_api::GuardSend::new)
-    }
-
-    #[inline]
-    unsafe fn unlock(&self, _guard: Self::Guard) {
-        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
-        unsafe { self.release() }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        self.is_held()
-    }
-}
-
-// SAFETY: `unlock_fair` releases with Release like `unlock` and leaves the lock
-// to the global head (see `RawHqLock::release_fair`).
-#[cfg(not(numa_loom))]
-unsafe impl<T: Tunables> lock_api::RawMutexFair for RawHqLock<T> {
-    #[inline]
-    unsafe fn unlock_fair(&self, _guard: Self::Guard) {
-        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
-        unsafe { self.release_fair() }
-    }
-}
-
-// SAFETY: both methods acquire only through `try_acquire` (the fast path's
-// Acquire CAS) or `acquire`; a timed-out attempt leaves no trace (timed waiters
-// never queue, as in `crate::timed`).
-#[cfg(not(numa_loom))]
-unsafe impl<T: Tunables> lock_api::RawMutexTimed for RawHqLock<T> {
-    type Duration = std::time::Duration;
-    type Instant = std::time::Instant;
-
-    fn try_lock_for(&self, timeout: std::time::Duration) -> Option<Self::Guard> {
-        match std::time::Instant::now().checked_add(timeout) {
-            Some(deadline) => self.try_lock_until(deadline),
-            None => Some(lock_api::RawMutex::lock(self)),
-        }
-    }
-
-    fn try_lock_until(&self, deadline: std::time::Instant) -> Option<Self::Guard> {
-        // As `RawLock::try_acquire_until`: poll the fast path with back-off.
-        let mut wait = SpinWait::new(self.config().spin_budget_ns);
-        loop {
-            if self.try_acquire() {
-                return Some(lock_api::GuardSend::new());
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
-            }
-            wait.snooze();
-            while self.is_held() && std::time::Instant::now() < deadline {
-                wait.snooze();
-            }
-        }
-    }
+crate::glue::raw_mutex_glue! {
+    impl[T: Tunables] for RawHqLock<T>;
+    init = Self::from_tunables(T::DEFAULT);
+    core = |this| this;
+    unlock = release;
 }
 
 #[cfg(all(test, not(numa_loom)))]
