@@ -274,8 +274,9 @@ impl Pool {
 
     /// Returns entry `m` (all its queues empty) to the pool.
     fn free(&self, m: u32) {
-        // Release: our (and, through the count's release sequence, every earlier
-        // waiter's) accesses to the entry happen-before the next claim's Acquire.
+        // Release: our accesses to the entry, and every earlier waiter's (which
+        // happen-before ours through the lock word: see `leave`), happen-before
+        // the next claim's Acquire.
         self.claimed[m as usize].store(0, Ordering::Release);
     }
 
@@ -666,9 +667,9 @@ impl<T: Tunables> RawHqLock<T> {
         }
         if next == END_OF_CHAIN {
             // The plain queue ends with us; drop its reference to the metadata.
-            // Relaxed: the Acquire load of END_OF_CHAIN made the switch CAS (and
-            // so the NUMA word) visible; the word stays bound to the same
-            // metadata while the reference we drop is counted.
+            // Relaxed: the switch CAS happens-before our head-ship (see
+            // `try_switch`), so the NUMA word is visible; the word stays bound to
+            // the same metadata while the reference we drop is counted.
             let t = self.tail.load(Ordering::Relaxed);
             sync::trace(|| format!("end of the plain queue, tail {t:#x}"));
             let m = (t >> META_SHIFT) & META_MASK;
@@ -714,12 +715,17 @@ impl<T: Tunables> RawHqLock<T> {
                 #[cfg(feature = "stats")]
                 self.counters.hq_event(crate::stats::HqEvent::ModeSwitch);
                 sync::trace(|| format!("switched to meta {m}, plain tail {}", cur >> CODE_SHIFT));
-                // Release: the last plain waiter reads END_OF_CHAIN with Acquire
-                // and then reads the tail word: it must see our switch.
+                // Relaxed: the last plain waiter reads END_OF_CHAIN only as the
+                // plain queue's head, which it became through the chain of
+                // head-ship signals (Release swap, Acquire wait) that starts with
+                // ours, after this store and the switch CAS: both happen-before
+                // its read, so it sees END_OF_CHAIN and then the NUMA word. (That
+                // the store lands after the waiter's `next = 0` is the switch
+                // CAS's Acquire.)
                 registry()
                     .node(cur >> CODE_SHIFT)
                     .next
-                    .store(END_OF_CHAIN, Ordering::Release);
+                    .store(END_OF_CHAIN, Ordering::Relaxed);
             }
             Err(_) => pool().free(m),
         }
@@ -760,9 +766,13 @@ impl<T: Tunables> RawHqLock<T> {
                 0
             }
         };
-        // Acquire: pairs with the Release of the gate's opening (the signal, or
-        // the binding CAS through our Acquire increment); only picks the moment.
-        if meta.gate.load(Ordering::Acquire) != GO {
+        // Relaxed: the gate only picks the moment to wait for `locked`. What
+        // the global head needs of the frozen plain queue (its critical
+        // sections) reaches it through `locked`: the queue's last waiter opens
+        // the gate while it holds the lock, and our Acquire CAS in
+        // `wait_for_lock` reads its (or a later) release. A stale "closed" read
+        // only sends us to `wait_signal`, which reads the gate again.
+        if meta.gate.load(Ordering::Relaxed) != GO {
             sync::event("hq-gate-wait");
             node::wait_signal(&meta.gate, cfg);
         }
@@ -911,13 +921,17 @@ impl<T: Tunables> RawHqLock<T> {
             } else {
                 t - COUNT_ONE
             };
-            // AcqRel on success: Release orders our accesses to `m` before the
-            // decrement, Acquire makes the last one out see every earlier
-            // decrementer's accesses (the decrements form a release sequence)
-            // before it frees `m`. Relaxed on failure: we retry.
+            // Relaxed (both): every waiter leaves while it holds the lock, after
+            // its last access to `m`, so the leavers are ordered by the lock
+            // word's Release/Acquire: every earlier leaver's accesses
+            // happen-before the last one out, which frees `m` with Release. The
+            // count itself is a chain of read-modify-writes, exact without
+            // ordering, and continues the release sequence of the binding (or
+            // switch) CAS that joiners acquire whatever the orderings of the
+            // decrements.
             match self
                 .tail
-                .compare_exchange_weak(t, new, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange_weak(t, new, Ordering::Relaxed, Ordering::Relaxed)
             {
                 Ok(_) => {
                     if new == 0 {
