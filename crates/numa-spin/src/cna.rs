@@ -87,30 +87,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                     registry().free_code(me.code);
                 }
             }
-            None => self.lock_unqueued(&cfg),
-        }
-    }
-
-    /// The last-resort fallback for a thread that cannot get a queue node (all
-    /// 2^31 - 1 codes taken, or the system allocator out of memory):
-    /// test-and-test-and-set with back-off. It ignores `NO_STEAL` (which would
-    /// otherwise shut it out for as long as the queue stays non-empty, forever
-    /// under sustained load in strict mode), so it competes with the queue head
-    /// for every release; correctness does not depend on the queue.
-    fn lock_unqueued(&self, cfg: &Config) {
-        let mut spin = SpinWait::new(cfg.spin_budget_ns);
-        loop {
-            // Relaxed: only picks the moment to try; the CAS acquires.
-            if self.locked.load(Ordering::Relaxed) == UNLOCKED
-                // Acquire on success: pairs with the Release of the unlock.
-                && self
-                    .locked
-                    .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return;
-            }
-            spin.snooze();
+            None => node::lock_unqueued(&self.locked, &cfg),
         }
     }
 

@@ -1,7 +1,6 @@
 //! [`RawFairMutex`] and [`FairMutex`]: the CNA lock whose every unlock is fair.
 
 use crate::mutex::RawMutex;
-use std::time::{Duration, Instant};
 
 /// [`RawMutex`] whose `unlock` is `unlock_fair`: every release hands the lock
 /// to the longest waiter (the head of the secondary queue if it has waiters,
@@ -31,60 +30,15 @@ impl RawFairMutex {
     }
 }
 
-// SAFETY: every method forwards to `RawMutex`, whose implementation upholds the
-// contract; `unlock` is `RawMutex::unlock_fair`, which releases the lock as
-// `unlock` does (it only chooses who gets it next).
-unsafe impl lock_api::RawMutex for RawFairMutex {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = RawFairMutex::new();
-
-    type Guard = lock_api::GuardSend;
-
-    #[inline]
-    fn lock(&self) -> Self::Guard {
-        lock_api::RawMutex::lock(&self.0)
-    }
-
-    #[inline]
-    fn try_lock(&self) -> Option<Self::Guard> {
-        lock_api::RawMutex::try_lock(&self.0)
-    }
-
-    #[inline]
-    unsafe fn unlock(&self, guard: Self::Guard) {
-        // SAFETY: forwarded precondition: `guard` is the state of a held acquisition.
-        unsafe { lock_api::RawMutexFair::unlock_fair(&self.0, guard) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        lock_api::RawMutex::is_locked(&self.0)
-    }
-}
-
-// SAFETY: forwards to `RawMutex`'s `unlock_fair`.
-unsafe impl lock_api::RawMutexFair for RawFairMutex {
-    #[inline]
-    unsafe fn unlock_fair(&self, guard: Self::Guard) {
-        // SAFETY: forwarded precondition.
-        unsafe { lock_api::RawMutexFair::unlock_fair(&self.0, guard) }
-    }
-}
-
-// SAFETY: forwards to `RawMutex`'s timed methods.
-unsafe impl lock_api::RawMutexTimed for RawFairMutex {
-    type Duration = Duration;
-    type Instant = Instant;
-
-    #[inline]
-    fn try_lock_for(&self, timeout: Duration) -> Option<Self::Guard> {
-        lock_api::RawMutexTimed::try_lock_for(&self.0, timeout)
-    }
-
-    #[inline]
-    fn try_lock_until(&self, deadline: Instant) -> Option<Self::Guard> {
-        lock_api::RawMutexTimed::try_lock_until(&self.0, deadline)
-    }
+// The lock_api 0.5 (and, with feature `lock_api_04`, 0.4) traits, forwarded to
+// the inner `RawMutex`, whose core upholds the contract (see `raw_lock.rs`);
+// `unlock` is its `release_fair`, which releases the lock as `release` does (it
+// only chooses who gets it next).
+crate::glue::raw_mutex_glue! {
+    impl[] for RawFairMutex;
+    init = RawFairMutex::new();
+    core = |this| this.inner();
+    unlock = release_fair;
 }
 
 /// A mutex whose every unlock hands the lock to the longest waiter

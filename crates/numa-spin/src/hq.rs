@@ -274,8 +274,9 @@ impl Pool {
 
     /// Returns entry `m` (all its queues empty) to the pool.
     fn free(&self, m: u32) {
-        // Release: our (and, through the count's release sequence, every earlier
-        // waiter's) accesses to the entry happen-before the next claim's Acquire.
+        // Release: our accesses to the entry, and every earlier waiter's (which
+        // happen-before ours through the lock word: see `leave`), happen-before
+        // the next claim's Acquire.
         self.claimed[m as usize].store(0, Ordering::Release);
     }
 
@@ -502,13 +503,13 @@ impl<T: Tunables> RawHqLock<T> {
             return;
         }
         let Some(me) = node::current() else {
-            self.lock_unqueued(&cfg);
+            node::lock_unqueued(&self.locked, &cfg);
             return;
         };
         match self.enter(me, &cfg) {
             Some(Entry::Plain(pred)) => self.lock_plain(me, pred, &cfg),
             Some(Entry::Numa(m)) => self.lock_numa(me, m, &cfg),
-            None => self.lock_unqueued(&cfg),
+            None => node::lock_unqueued(&self.locked, &cfg),
         }
         if me.borrowed {
             // We hold the lock, so our node is in no queue (see `crate::node`).
@@ -666,9 +667,9 @@ impl<T: Tunables> RawHqLock<T> {
         }
         if next == END_OF_CHAIN {
             // The plain queue ends with us; drop its reference to the metadata.
-            // Relaxed: the Acquire load of END_OF_CHAIN made the switch CAS (and
-            // so the NUMA word) visible; the word stays bound to the same
-            // metadata while the reference we drop is counted.
+            // Relaxed: the switch CAS happens-before our head-ship (see
+            // `try_switch`), so the NUMA word is visible; the word stays bound to
+            // the same metadata while the reference we drop is counted.
             let t = self.tail.load(Ordering::Relaxed);
             sync::trace(|| format!("end of the plain queue, tail {t:#x}"));
             let m = (t >> META_SHIFT) & META_MASK;
@@ -714,12 +715,17 @@ impl<T: Tunables> RawHqLock<T> {
                 #[cfg(feature = "stats")]
                 self.counters.hq_event(crate::stats::HqEvent::ModeSwitch);
                 sync::trace(|| format!("switched to meta {m}, plain tail {}", cur >> CODE_SHIFT));
-                // Release: the last plain waiter reads END_OF_CHAIN with Acquire
-                // and then reads the tail word: it must see our switch.
+                // Relaxed: the last plain waiter reads END_OF_CHAIN only as the
+                // plain queue's head, which it became through the chain of
+                // head-ship signals (Release swap, Acquire wait) that starts with
+                // ours, after this store and the switch CAS: both happen-before
+                // its read, so it sees END_OF_CHAIN and then the NUMA word. (That
+                // the store lands after the waiter's `next = 0` is the switch
+                // CAS's Acquire.)
                 registry()
                     .node(cur >> CODE_SHIFT)
                     .next
-                    .store(END_OF_CHAIN, Ordering::Release);
+                    .store(END_OF_CHAIN, Ordering::Relaxed);
             }
             Err(_) => pool().free(m),
         }
@@ -760,9 +766,13 @@ impl<T: Tunables> RawHqLock<T> {
                 0
             }
         };
-        // Acquire: pairs with the Release of the gate's opening (the signal, or
-        // the binding CAS through our Acquire increment); only picks the moment.
-        if meta.gate.load(Ordering::Acquire) != GO {
+        // Relaxed: the gate only picks the moment to wait for `locked`. What
+        // the global head needs of the frozen plain queue (its critical
+        // sections) reaches it through `locked`: the queue's last waiter opens
+        // the gate while it holds the lock, and our Acquire CAS in
+        // `wait_for_lock` reads its (or a later) release. A stale "closed" read
+        // only sends us to `wait_signal`, which reads the gate again.
+        if meta.gate.load(Ordering::Relaxed) != GO {
             sync::event("hq-gate-wait");
             node::wait_signal(&meta.gate, cfg);
         }
@@ -911,13 +921,17 @@ impl<T: Tunables> RawHqLock<T> {
             } else {
                 t - COUNT_ONE
             };
-            // AcqRel on success: Release orders our accesses to `m` before the
-            // decrement, Acquire makes the last one out see every earlier
-            // decrementer's accesses (the decrements form a release sequence)
-            // before it frees `m`. Relaxed on failure: we retry.
+            // Relaxed (both): every waiter leaves while it holds the lock, after
+            // its last access to `m`, so the leavers are ordered by the lock
+            // word's Release/Acquire: every earlier leaver's accesses
+            // happen-before the last one out, which frees `m` with Release. The
+            // count itself is a chain of read-modify-writes, exact without
+            // ordering, and continues the release sequence of the binding (or
+            // switch) CAS that joiners acquire whatever the orderings of the
+            // decrements.
             match self
                 .tail
-                .compare_exchange_weak(t, new, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange_weak(t, new, Ordering::Relaxed, Ordering::Relaxed)
             {
                 Ok(_) => {
                     if new == 0 {
@@ -976,25 +990,6 @@ impl<T: Tunables> RawHqLock<T> {
             self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
         }
     }
-
-    /// The last-resort wait without a queue node (as `RawLock::lock_unqueued`):
-    /// test-and-test-and-set with back-off, ignoring `NO_STEAL`.
-    fn lock_unqueued(&self, cfg: &Config) {
-        let mut spin = SpinWait::new(cfg.spin_budget_ns);
-        loop {
-            // Relaxed: only picks the moment to try; the CAS acquires.
-            if self.locked.load(Ordering::Relaxed) == UNLOCKED
-                // Acquire on success: pairs with the Release of the unlock.
-                && self
-                    .locked
-                    .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return;
-            }
-            spin.snooze();
-        }
-    }
 }
 
 #[cfg(not(numa_loom))]
@@ -1035,85 +1030,20 @@ impl<T: Tunables> core::fmt::Debug for RawHqLock<T> {
     }
 }
 
-// SAFETY: every acquisition is a CAS on `locked` from UNLOCKED (fast path,
-// stealing, unqueued wait) or from UNLOCKED/HANDED (the global head) to LOCKED,
-// with Acquire, and every release stores UNLOCKED or HANDED with Release, so each
-// release is consumed by at most one acquisition. Guards carry no state; a
+// The lock_api 0.5 (and, with feature `lock_api_04`, 0.4) traits. Sound because
+// every acquisition is a CAS on `locked` from UNLOCKED (fast path, stealing,
+// unqueued wait, the timed polling of `crate::timed`) or from UNLOCKED/HANDED (the
+// global head) to LOCKED, with Acquire, and every release stores UNLOCKED or
+// HANDED with Release, so each release is consumed by at most one acquisition;
+// `release_fair` leaves the lock to the global head. Guards carry no state; a
 // forgotten guard leaves the lock held (a deadlock, never unsoundness). `lock`
 // runs no user code. Queue nodes and metadata are named by index, never point to
 // the lock, so the lock can be moved or dropped whenever it is not borrowed.
-#[cfg(not(numa_loom))]
-unsafe impl<T: Tunables> lock_api::RawMutex for RawHqLock<T> {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::from_tunables(T::DEFAULT);
-
-    type Guard = lock_api::GuardSend;
-
-    #[inline]
-    fn lock(&self) -> Self::Guard {
-        self.acquire();
-        lock_api::GuardSend::new()
-    }
-
-    #[inline]
-    fn try_lock(&self) -> Option<Self::Guard> {
-        self.try_acquire().then(lock_api::GuardSend::new)
-    }
-
-    #[inline]
-    unsafe fn unlock(&self, _guard: Self::Guard) {
-        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
-        unsafe { self.release() }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        self.is_held()
-    }
-}
-
-// SAFETY: `unlock_fair` releases with Release like `unlock` and leaves the lock
-// to the global head (see `RawHqLock::release_fair`).
-#[cfg(not(numa_loom))]
-unsafe impl<T: Tunables> lock_api::RawMutexFair for RawHqLock<T> {
-    #[inline]
-    unsafe fn unlock_fair(&self, _guard: Self::Guard) {
-        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
-        unsafe { self.release_fair() }
-    }
-}
-
-// SAFETY: both methods acquire only through `try_acquire` (the fast path's
-// Acquire CAS) or `acquire`; a timed-out attempt leaves no trace (timed waiters
-// never queue, as in `crate::timed`).
-#[cfg(not(numa_loom))]
-unsafe impl<T: Tunables> lock_api::RawMutexTimed for RawHqLock<T> {
-    type Duration = std::time::Duration;
-    type Instant = std::time::Instant;
-
-    fn try_lock_for(&self, timeout: std::time::Duration) -> Option<Self::Guard> {
-        match std::time::Instant::now().checked_add(timeout) {
-            Some(deadline) => self.try_lock_until(deadline),
-            None => Some(lock_api::RawMutex::lock(self)),
-        }
-    }
-
-    fn try_lock_until(&self, deadline: std::time::Instant) -> Option<Self::Guard> {
-        // As `RawLock::try_acquire_until`: poll the fast path with back-off.
-        let mut wait = SpinWait::new(self.config().spin_budget_ns);
-        loop {
-            if self.try_acquire() {
-                return Some(lock_api::GuardSend::new());
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
-            }
-            wait.snooze();
-            while self.is_held() && std::time::Instant::now() < deadline {
-                wait.snooze();
-            }
-        }
-    }
+crate::glue::raw_mutex_glue! {
+    impl[T: Tunables] for RawHqLock<T>;
+    init = Self::from_tunables(T::DEFAULT);
+    core = |this| this;
+    unlock = release;
 }
 
 #[cfg(all(test, not(numa_loom)))]

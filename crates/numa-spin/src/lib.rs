@@ -140,6 +140,7 @@ pub mod cna;
 pub mod config;
 #[cfg(not(numa_loom))]
 mod fair;
+mod glue;
 pub mod hq;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]

@@ -30,7 +30,7 @@
 //! queue by then), so it waits in the queue like everyone else. Only if 2^31 - 1
 //! codes are taken, or the system allocator fails, does `current()` return `None`;
 //! the lock then falls back to waiting without a queue node (see
-//! `RawLock::lock_unqueued`).
+//! [`lock_unqueued`]).
 //!
 //! The registry is lock-free and never calls the `#[global_allocator]` (segments
 //! come from [`std::alloc::System`]), so a numa-spin lock can be the lock *inside*
@@ -555,6 +555,31 @@ pub(crate) fn wait_link(word: &AtomicU32, cfg: &crate::Config) -> u32 {
         let n = word.load(Ordering::Acquire);
         if n != 0 {
             return n;
+        }
+        spin.snooze();
+    }
+}
+
+/// The last-resort wait of a thread that cannot get a queue node (all 2^31 - 1
+/// codes taken, or the system allocator out of memory), shared by CNA and HQ:
+/// test-and-test-and-set on the lock word `locked` (`UNLOCKED` -> `LOCKED`,
+/// see [`crate::raw_lock`]) with back-off. It ignores `NO_STEAL` (which would
+/// otherwise shut it out for as long as the queue stays non-empty, forever
+/// under sustained load in strict mode), so it competes with the queue head
+/// for every release; correctness does not depend on the queue.
+pub(crate) fn lock_unqueued(locked: &AtomicU32, cfg: &crate::Config) {
+    use crate::raw_lock::{LOCKED, UNLOCKED};
+    let mut spin = crate::backoff::SpinWait::new(cfg.spin_budget_ns);
+    loop {
+        // Relaxed: only picks the moment to try; the CAS acquires.
+        if locked.load(Ordering::Relaxed) == UNLOCKED
+            // Acquire on success: pairs with the Release store of the unlock
+            // (`release`, `release_fair`) that made the word UNLOCKED.
+            && locked
+                .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            return;
         }
         spin.snooze();
     }

@@ -292,54 +292,22 @@ impl<const NUMA: bool, T: Tunables> core::fmt::Debug for RawLock<NUMA, T> {
     }
 }
 
-// SAFETY: `lock`/`try_lock` return only after the CAS from UNLOCKED to LOCKED
-// succeeded (Acquire) or after the queue head's CAS from HANDED to LOCKED succeeded
-// (Acquire), and every release stores UNLOCKED or HANDED with Release; no two threads
-// can both succeed: every acquisition is a CAS on the one word, so each UNLOCKED or
-// HANDED value written by a release is consumed by at most one of them. Guards
-// carry no state, so forgetting one leaves the lock held
-// (a deadlock, never unsoundness); `lock` runs no user code and cannot unwind except
-// on allocation failure of a queue-node segment (which aborts). Moving or dropping
-// the lock while held under exclusive ownership is fine: nothing else refers to it
-// (queue nodes refer to each other by code, never to the lock).
-#[cfg(not(numa_loom))]
-unsafe impl<const NUMA: bool, T: Tunables> lock_api::RawMutex for RawLock<NUMA, T> {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::from_tunables(T::DEFAULT);
-
-    type Guard = lock_api::GuardSend;
-
-    #[inline]
-    fn lock(&self) -> Self::Guard {
-        self.acquire();
-        lock_api::GuardSend::new()
-    }
-
-    #[inline]
-    fn try_lock(&self) -> Option<Self::Guard> {
-        self.try_acquire().then(lock_api::GuardSend::new)
-    }
-
-    #[inline]
-    unsafe fn unlock(&self, _guard: Self::Guard) {
-        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
-        unsafe { self.release() }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        self.is_held()
-    }
-}
-
-// SAFETY: `unlock_fair` releases with Release like `unlock` and gives the lock to
-// exactly one waiter (see `RawLock::release_fair` and `crate::cna`); `bump` is
-// lock_api's default (unlock_fair then lock).
-#[cfg(not(numa_loom))]
-unsafe impl<const NUMA: bool, T: Tunables> lock_api::RawMutexFair for RawLock<NUMA, T> {
-    #[inline]
-    unsafe fn unlock_fair(&self, _guard: Self::Guard) {
-        // SAFETY: the caller passes the guard of a held acquisition (trait contract).
-        unsafe { self.release_fair() }
-    }
+// The lock_api 0.5 (and, with feature `lock_api_04`, 0.4) traits. Sound because
+// `acquire`/`try_acquire` (and the timed ones, `crate::timed`) return holding the
+// lock only after the CAS from UNLOCKED to LOCKED succeeded (Acquire) or after the
+// queue head's CAS from HANDED to LOCKED succeeded (Acquire), and every release
+// stores UNLOCKED or HANDED with Release; no two threads can both succeed: every
+// acquisition is a CAS on the one word, so each UNLOCKED or HANDED value written by
+// a release is consumed by at most one of them. `release_fair` gives the lock to
+// exactly one waiter (see `RawLock::release_fair` and `crate::cna`). Guards carry
+// no state, so forgetting one leaves the lock held (a deadlock, never
+// unsoundness); `lock` runs no user code and cannot unwind except on allocation
+// failure of a queue-node segment (which aborts). Moving or dropping the lock
+// while held under exclusive ownership is fine: nothing else refers to it (queue
+// nodes refer to each other by code, never to the lock).
+crate::glue::raw_mutex_glue! {
+    impl[const NUMA: bool, T: Tunables] for RawLock<NUMA, T>;
+    init = Self::from_tunables(T::DEFAULT);
+    core = |this| this;
+    unlock = release;
 }

@@ -32,7 +32,93 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::SpinWait;
 use crate::config::Tunables;
+use crate::hq::RawHqLock;
 use crate::raw_lock::RawLock;
+
+/// What the timed polling needs of a raw lock: its fast path's single attempt,
+/// its blocking acquisition (for a timeout too large to represent), whether it
+/// is held, and its spin budget.
+pub(crate) trait Poll {
+    /// The fast path's single attempt (`try_lock`).
+    fn try_once(&self) -> bool;
+    /// The queued acquisition (`lock`).
+    fn acquire_queued(&self);
+    /// A snapshot of the lock word.
+    fn held(&self) -> bool;
+    /// [`Config::spin_budget_ns`](crate::Config::spin_budget_ns) of the lock.
+    fn spin_budget_ns(&self) -> u64;
+}
+
+impl<const NUMA: bool, T: Tunables> Poll for RawLock<NUMA, T> {
+    fn try_once(&self) -> bool {
+        self.try_acquire()
+    }
+    fn acquire_queued(&self) {
+        self.acquire();
+    }
+    fn held(&self) -> bool {
+        self.is_held()
+    }
+    fn spin_budget_ns(&self) -> u64 {
+        self.config().spin_budget_ns
+    }
+}
+
+impl<T: Tunables> Poll for RawHqLock<T> {
+    fn try_once(&self) -> bool {
+        self.try_acquire()
+    }
+    fn acquire_queued(&self) {
+        self.acquire();
+    }
+    fn held(&self) -> bool {
+        self.is_held()
+    }
+    fn spin_budget_ns(&self) -> u64 {
+        self.config().spin_budget_ns
+    }
+}
+
+/// `try_acquire_until` of every raw lock: one attempt, then polling.
+#[inline]
+pub(crate) fn try_until(lock: &impl Poll, deadline: Instant) -> bool {
+    lock.try_once() || poll_until(lock, deadline)
+}
+
+/// `try_acquire_for` of every raw lock; a timeout too large to represent as an
+/// [`Instant`] waits without limit, through the queue.
+#[inline]
+pub(crate) fn try_for(lock: &impl Poll, timeout: Duration) -> bool {
+    if lock.try_once() {
+        return true;
+    }
+    match Instant::now().checked_add(timeout) {
+        Some(deadline) => poll_until(lock, deadline),
+        None => {
+            lock.acquire_queued();
+            true
+        }
+    }
+}
+
+/// Polls the fast path with back-off until it wins or `deadline` passes.
+#[cold]
+fn poll_until(lock: &impl Poll, deadline: Instant) -> bool {
+    let mut wait = SpinWait::new(lock.spin_budget_ns());
+    loop {
+        if Instant::now() >= deadline {
+            // One last attempt: the lock may have been released while we
+            // slept past the deadline.
+            return lock.try_once();
+        }
+        wait.snooze();
+        // Test-and-test-and-set: read the word before trying the CAS, so
+        // polling waiters share the line instead of bouncing it.
+        if !lock.held() && lock.try_once() {
+            return true;
+        }
+    }
+}
 
 impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// Tries to acquire the lock until `deadline`, without queueing: polls the
@@ -44,7 +130,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// does not queue and what that means for fairness.
     #[inline]
     pub fn try_acquire_until(&self, deadline: Instant) -> bool {
-        self.try_acquire() || self.try_acquire_until_slow(deadline)
+        try_until(self, deadline)
     }
 
     /// [`try_acquire_until`](RawLock::try_acquire_until) with a timeout in place
@@ -52,52 +138,23 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// without limit (through the queue, as `lock()` does).
     #[inline]
     pub fn try_acquire_for(&self, timeout: Duration) -> bool {
-        if self.try_acquire() {
-            return true;
-        }
-        match Instant::now().checked_add(timeout) {
-            Some(deadline) => self.try_acquire_until_slow(deadline),
-            None => {
-                self.acquire();
-                true
-            }
-        }
-    }
-
-    #[cold]
-    fn try_acquire_until_slow(&self, deadline: Instant) -> bool {
-        let mut wait = SpinWait::new(self.config().spin_budget_ns);
-        loop {
-            if Instant::now() >= deadline {
-                // One last attempt: the lock may have been released while we
-                // slept past the deadline.
-                return self.try_acquire();
-            }
-            wait.snooze();
-            // Test-and-test-and-set: read the word before trying the CAS, so
-            // polling waiters share the line instead of bouncing it.
-            if !self.is_held() && self.try_acquire() {
-                return true;
-            }
-        }
+        try_for(self, timeout)
     }
 }
 
-// SAFETY: both methods acquire only through `try_acquire` (the Acquire CAS of
-// the fast path) or `acquire`, exactly like `lock`/`try_lock`; a `None` result
-// leaves no trace in the lock (the timed path never enqueues).
-unsafe impl<const NUMA: bool, T: Tunables> lock_api::RawMutexTimed for RawLock<NUMA, T> {
-    type Duration = Duration;
-    type Instant = Instant;
-
+impl<T: Tunables> RawHqLock<T> {
+    /// Tries to acquire the lock until `deadline`, without queueing, as
+    /// [`RawLock::try_acquire_until`] (same fairness: see the
+    /// [module docs](crate::timed)).
     #[inline]
-    fn try_lock_for(&self, timeout: Duration) -> Option<Self::Guard> {
-        self.try_acquire_for(timeout).then(lock_api::GuardSend::new)
+    pub fn try_acquire_until(&self, deadline: Instant) -> bool {
+        try_until(self, deadline)
     }
 
+    /// [`try_acquire_until`](RawHqLock::try_acquire_until) with a timeout, as
+    /// [`RawLock::try_acquire_for`].
     #[inline]
-    fn try_lock_until(&self, deadline: Instant) -> Option<Self::Guard> {
-        self.try_acquire_until(deadline)
-            .then(lock_api::GuardSend::new)
+    pub fn try_acquire_for(&self, timeout: Duration) -> bool {
+        try_for(self, timeout)
     }
 }

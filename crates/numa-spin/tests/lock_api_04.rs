@@ -49,6 +49,40 @@ fn raw_mutexes_through_lock_api_04() {
     hammer::<numa_spin::RawMutex>(4, 2_000);
     hammer::<numa_spin::RawQueuedMutex>(4, 1_000);
     hammer::<numa_spin::RawFairMutex>(4, 500);
+    hammer::<numa_spin::RawHqMutex>(4, 2_000);
+}
+
+/// The HQ lock through lock_api 0.4 under contention from 4 virtual nodes, with
+/// a switch threshold of 1 so that episodes switch to NUMA mode and hand off
+/// locally and remotely; the lock is unbound at the end.
+#[test]
+fn hq_through_lock_api_04_binds_and_unbinds() {
+    static CFG: numa_spin::Config = numa_spin::Config::DEFAULT.hq_switch_threshold(1);
+    let m = Arc::new(lock_api::Mutex::from_raw(
+        numa_spin::RawHqLock::with_config(&CFG),
+        0usize,
+    ));
+    let hs: Vec<_> = (0..8)
+        .map(|i| {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                numa_topology::set_current_thread_node(Some(i % 4));
+                for n in 0..1_000 {
+                    let mut g = m.lock();
+                    *g += 1;
+                    if n % 4 == 0 {
+                        lock_api::MutexGuard::unlock_fair(g);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(*m.lock(), 8_000);
+    // SAFETY: only read.
+    assert!(!unsafe { m.raw() }.is_numa_bound());
 }
 
 #[test]
@@ -59,6 +93,13 @@ fn timed_out_and_reentrant() {
     assert!(m.is_locked());
     drop(g);
     assert!(m.try_lock().is_some());
+
+    let h = numa_spin::lock_api_04::HqMutex::new(1);
+    let g = h.lock();
+    assert!(h.try_lock_for(Duration::from_millis(5)).is_none());
+    assert!(h.try_lock().is_none());
+    drop(g);
+    assert_eq!(*h.try_lock_for(Duration::from_millis(5)).expect("free"), 1);
 
     let r = numa_spin::lock_api_04::ReentrantMutex::new(2);
     let a = r.lock();

@@ -851,3 +851,152 @@ fn hq_mode_switch_during_contention() {
         "no waiter ever waited at the gate"
     );
 }
+
+// ---- HQ lock, waiters that spin -------------------------------------------------------
+//
+// The models above park their waiters (spin budget 0), and every park and wake-up
+// goes through the futex model's one bucket lock, which orders everything the
+// parking thread did before everything its waker does next: most orderings of the
+// hand-offs are then implied by the bucket lock. In the models below the waiters
+// spin (under loom a spin budget never runs out: `SpinWait` yields without
+// spending it, so `wait_signal` never parks), so each hand-off synchronizes only
+// through the orderings of `hq.rs` and `node.rs`. Spinning waiters make loom
+// explore every alternation of two spinners, so the scenarios with several queued
+// waiters run at preemption bound 0 and the racing ones at the CI bound.
+
+/// `hq_config` whose waiters spin and never park.
+fn hq_spin_config(threshold: u32, switch: u32, steal_bound_ns: u64) -> &'static Config {
+    Box::leak(Box::new(
+        config(u64::MAX, steal_bound_ns)
+            .hq_handoff_threshold(threshold)
+            .hq_switch_threshold(switch)
+            .spin_budget_ns(u64::MAX),
+    ))
+}
+
+/// Main holds the lock; two threads (on `nodes`) race to the lock twice each,
+/// the second time racing the other's hand-offs and leaving; nothing sequences
+/// them, so a waiter's queue predecessor and successor (node queue or plain
+/// queue) synchronize with it only through the queue's own orderings. The log
+/// cell checks mutual exclusion; a lost link or signal is a livelock.
+fn hq_spin_race(cfg: &'static Config, nodes: [u32; 2]) {
+    loom_hooks::reset_loom_enqueues();
+    let shared = Shared::<Hq>::new(cfg);
+    shared.lock.acquire();
+    let handles: Vec<_> = (0..2)
+        .map(|i| {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                loom_hooks::set_loom_node(nodes[i]);
+                for _ in 0..2 {
+                    shared.critical(i, false);
+                }
+            })
+        })
+        .collect();
+    wait_for_enqueues(2);
+    // SAFETY: acquired above by this thread.
+    unsafe { shared.lock.release() };
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(shared.log().len(), 4);
+    assert!(!shared.lock.is_numa_bound(), "metadata left bound");
+}
+
+/// Plain queued mode only (switch threshold out of reach): the two racing
+/// waiters form and re-form the MCS queue; a waiter that enqueues behind the
+/// other links into a node whose re-initialization reaches it only through the
+/// enqueue CAS.
+#[test]
+fn hq_spin_plain_queue_race() {
+    let cfg = hq_spin_config(1000, u32::MAX, u64::MAX);
+    let plain = loom_hooks::loom_event_count("hq-plain");
+    model(move || hq_spin_race(cfg, [0, 0]));
+    assert!(loom_hooks::loom_event_count("hq-plain") > plain);
+    assert_eq!(loom_hooks::loom_event_count("hq-bind"), 0);
+}
+
+/// NUMA mode from the first waiter, both waiters on node 0: they share a node
+/// queue, enter and re-enter it, hand off locally and re-enter the list.
+#[test]
+fn hq_spin_same_node_queue_race() {
+    let cfg = hq_spin_config(1000, 0, u64::MAX);
+    let local = loom_hooks::loom_event_count("hq-local");
+    model(move || hq_spin_race(cfg, [0, 0]));
+    assert!(
+        loom_hooks::loom_event_count("hq-local") > local,
+        "no local hand-off"
+    );
+}
+
+/// NUMA mode, the waiters on nodes 0 and 1: two node queues take turns at the
+/// list's head.
+#[test]
+fn hq_spin_two_node_queues_race() {
+    let cfg = hq_spin_config(1000, 0, u64::MAX);
+    let remote = loom_hooks::loom_event_count("hq-remote");
+    model(move || hq_spin_race(cfg, [0, 1]));
+    assert!(
+        loom_hooks::loom_event_count("hq-remote") > remote,
+        "no remote hand-off"
+    );
+}
+
+/// A (node 0) and B (node 1) queue behind main, spinning, and release with
+/// `unlock_fair`: the global head takes the `HANDED` word, and the previous
+/// holder's critical section must reach it through that store.
+#[test]
+fn hq_spin_unlock_fair_hands_to_global_head() {
+    let cfg = hq_spin_config(1000, 0, u64::MAX);
+    model_bounded(Some(1), move || {
+        let log = queue_scenario::<Hq>(cfg, &[0, 1], true);
+        assert_eq!(log, [0, 1]);
+    });
+    assert!(loom_hooks::loom_event_count("hq-remote") > 0);
+}
+
+/// The mode switch of `hq_mode_switch_during_contention` with spinning waiters
+/// (bound 0: four spinning waiters). The plain queue's enqueue CAS publishes each
+/// waiter's node to the one that links behind it, and the switch CAS acquires the
+/// last plain waiter's node before marking it `END_OF_CHAIN`.
+#[test]
+fn hq_spin_mode_switch() {
+    let cfg = hq_spin_config(1000, 1, 0);
+    let switches = loom_hooks::loom_event_count("hq-switch");
+    model_bounded(Some(0), move || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<Hq>::new(cfg);
+        shared.lock.acquire();
+        let mut handles = Vec::new();
+        for (i, node) in [0u32, 1, 0].into_iter().enumerate() {
+            let shared = shared.clone();
+            handles.push(thread::spawn(move || {
+                loom_hooks::set_loom_node(node);
+                shared.critical(i + 1, false);
+            }));
+            wait_for_enqueues(i + 1);
+        }
+        let w = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                loom_hooks::set_loom_node(1);
+                shared.critical(4, false);
+            })
+        };
+        shared.record(0);
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.release() };
+        for h in handles {
+            h.join().unwrap();
+        }
+        w.join().unwrap();
+        let log = shared.log();
+        assert_eq!(log[..4], [0, 1, 2, 3], "the plain queue is FIFO: {log:?}");
+        assert!(!shared.lock.is_numa_bound(), "metadata left bound");
+    });
+    assert!(
+        loom_hooks::loom_event_count("hq-switch") > switches,
+        "never switched"
+    );
+}

@@ -1,11 +1,16 @@
 //! The "done when": generic lock_api 0.4 code runs over numa_spin::RawMutex,
-//! cst_mutex::RawMutex and cst_mutex::RawRwLock.
+//! numa_spin::RawHqMutex, cst_mutex::RawMutex and cst_mutex::RawRwLock.
 
 use numa_locks_downstream_check::{count_with_mutex, pairs_with_rwlock};
 
 #[test]
 fn numa_spin_raw_mutex() {
     assert_eq!(count_with_mutex::<numa_spin::RawMutex>(4, 5_000), 20_000);
+}
+
+#[test]
+fn numa_spin_hq_raw_mutex() {
+    assert_eq!(count_with_mutex::<numa_spin::RawHqMutex>(4, 5_000), 20_000);
 }
 
 #[test]
