@@ -7,14 +7,14 @@
 //! 2. the environment variable `PARKING_LOT_COMPAT_BACKEND=cst|cna|hq`;
 //! 3. `cst` by default.
 //!
-//! Emits `cfg(plc_backend = "...")` for the library. Unknown values, `hq` (numa-spin
-//! has no HQ lock yet) and two sources that disagree fail the build.
+//! Emits `cfg(plc_backend = "...")` for the library. Unknown values and two sources
+//! that disagree fail the build.
 
 use std::env;
 
 const ENV: &str = "PARKING_LOT_COMPAT_BACKEND";
-const ACCEPTED: &str =
-    "`cst` (default: cst-mutex, blocking) or `cna` (numa-spin's CNA queue spinlock)";
+const ACCEPTED: &str = "`cst` (default: cst-mutex, blocking), `cna` (numa-spin's CNA queue \
+     spinlock) or `hq` (numa-spin's HQ hierarchical queue spinlock)";
 
 fn fail(msg: &str) -> ! {
     println!("cargo::error={msg}");
@@ -24,7 +24,7 @@ fn fail(msg: &str) -> ! {
 fn main() {
     println!("cargo::rerun-if-env-changed={ENV}");
     println!("cargo::rerun-if-changed=build.rs");
-    println!(r#"cargo::rustc-check-cfg=cfg(plc_backend, values("cst", "cna"))"#);
+    println!(r#"cargo::rustc-check-cfg=cfg(plc_backend, values("cst", "cna", "hq"))"#);
     println!(r#"cargo::rustc-check-cfg=cfg(parking_lot_compat, values("cst", "cna", "hq"))"#);
 
     let from_cfg = env::var("CARGO_CFG_PARKING_LOT_COMPAT").ok();
@@ -38,11 +38,7 @@ fn main() {
         (None, None) => "cst".to_owned(),
     };
     match backend.as_str() {
-        "cst" | "cna" => println!("cargo::rustc-cfg=plc_backend=\"{backend}\""),
-        "hq" => fail(&format!(
-            "parking_lot (NUMA drop-in): backend `hq` is not available yet: numa-spin has no HQ \
-             lock in this version; use {ACCEPTED}"
-        )),
+        "cst" | "cna" | "hq" => println!("cargo::rustc-cfg=plc_backend=\"{backend}\""),
         other => fail(&format!(
             "parking_lot (NUMA drop-in): unknown backend `{other}` (from `--cfg parking_lot_compat` \
              or {ENV}); accepted values: {ACCEPTED}"

@@ -2,7 +2,7 @@
 //! emits `cfg(plc_backend = ...)`): plain re-exports, so the choice costs
 //! nothing on the lock path.
 
-#[cfg(not(any(plc_backend = "cst", plc_backend = "cna")))]
+#[cfg(not(any(plc_backend = "cst", plc_backend = "cna", plc_backend = "hq")))]
 compile_error!("parking_lot (NUMA drop-in): build.rs selected no backend");
 
 #[cfg(plc_backend = "cst")]
@@ -10,6 +10,12 @@ pub use cst_mutex::{RawFairMutex, RawMutex, RawThreadId};
 
 #[cfg(plc_backend = "cna")]
 pub use numa_spin::{RawFairMutex, RawMutex, RawThreadId};
+
+/// `hq`: `Mutex` is numa-spin's HQ lock; `FairMutex` is numa-spin's fair CNA
+/// lock (HQ has no always-fair variant: its `unlock_fair` hands to the next
+/// waiter of the current node queue).
+#[cfg(plc_backend = "hq")]
+pub use numa_spin::{RawFairMutex, RawHqMutex as RawMutex, RawThreadId};
 
 pub use cst_mutex::RawRwLock;
 
@@ -19,6 +25,9 @@ pub const NAME: &str = "cst";
 /// The backend's name, as selected (`"cst"` or `"cna"`).
 #[cfg(plc_backend = "cna")]
 pub const NAME: &str = "cna";
+/// The backend's name, as selected (`"hq"`).
+#[cfg(plc_backend = "hq")]
+pub const NAME: &str = "hq";
 
 /// The condition variable of the `cst` backend: cst-mutex's own, which moves
 /// the waiters of a `notify_all` onto the mutex instead of waking them all.
@@ -75,5 +84,5 @@ impl RawCondvar {
 }
 
 /// The condition variable of the spinlock backends.
-#[cfg(plc_backend = "cna")]
+#[cfg(any(plc_backend = "cna", plc_backend = "hq"))]
 pub(crate) type RawCondvar = crate::park_condvar::ParkCondvar;

@@ -29,16 +29,16 @@
 //! | --- | --- | --- | --- |
 //! | `cst` (default) | cst-mutex: blocking CST lock (spin, then park) | cst-mutex | cst-mutex's, requeues onto the mutex |
 //! | `cna` | numa-spin: CNA queue spinlock | cst-mutex | parking_lot_core-based, wakes all on `notify_all` |
+//! | `hq` | numa-spin: HQ hierarchical queue spinlock (`FairMutex`: the fair CNA lock) | cst-mutex | as `cna` |
 //!
 //! Select with either (the two must agree if both are set):
 //!
 //! - `RUSTFLAGS='--cfg parking_lot_compat="cna"'`, or
 //! - `PARKING_LOT_COMPAT_BACKEND=cna` in the environment of `cargo build`.
 //!
-//! `hq` is reserved for numa-spin's HQ lock and fails the build until numa-spin
-//! has one; any other value fails the build with the list of accepted ones.
-//! Use `cna` only when the program has at most one running thread per CPU:
-//! a spinlock waiter burns its time slice.
+//! Any other value fails the build with the list of accepted ones. Use `cna`
+//! or `hq` only when the program has at most one running thread per CPU: the
+//! spinlock's queue head spins for as long as the lock is held.
 //!
 //! # Differences from parking_lot 0.12
 //!
@@ -103,7 +103,7 @@ mod condvar;
 mod fair_mutex;
 mod mutex;
 mod once;
-#[cfg(plc_backend = "cna")]
+#[cfg(any(plc_backend = "cna", plc_backend = "hq"))]
 mod park_condvar;
 mod remutex;
 mod rwlock;
@@ -129,7 +129,7 @@ pub use lock_api04::{
     ArcRwLockWriteGuard,
 };
 
-/// The backend this build selected (`"cst"` or `"cna"`): lets a patched program
+/// The backend this build selected (`"cst"`, `"cna"` or `"hq"`): lets a patched program
 /// or a test check which locks it runs on. Not part of parking_lot's API.
 #[doc(hidden)]
 pub const NUMA_BACKEND: &str = backend::NAME;
