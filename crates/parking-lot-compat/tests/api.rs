@@ -263,6 +263,8 @@ fn selected_backend() {
         "cna"
     } else if cfg!(parking_lot_compat = "cst") {
         "cst"
+    } else if cfg!(parking_lot_compat = "hq") {
+        "hq"
     } else {
         option_env!("PARKING_LOT_COMPAT_BACKEND").unwrap_or("cst")
     };
