@@ -67,7 +67,7 @@ pub use lock_api04 as lock_api;
 
 use ::lock_api as v05;
 
-use crate::cohort::READER_MASK;
+use crate::cohort::{NODE_READERS_BIT, READER_MASK};
 use crate::fair::RawFairMutex;
 use crate::remutex::RawThreadId;
 use crate::sync;
@@ -315,13 +315,24 @@ impl RawRwLock {
     ///
     /// When this thread holds no snode-counter read of `self` and the state
     /// word counts no reader: no read lock of `self` is held at all.
+    ///
+    /// Without `NODE_READERS_BIT` in the state word, no read of `self` is
+    /// counted on an snode counter, so the list is not looked at: a node
+    /// reader enters only after seeing the bit set (setting it if need be),
+    /// and only a writer that has drained every counter clears it, which
+    /// cannot happen while this thread's registration counts. This thread saw
+    /// the bit set before it entered, so (coherence on the one word) it still
+    /// sees it now.
     #[inline]
     fn pop_read(&self) -> Option<SharedGuardState> {
-        if let Some(node_read) = self.pop_node_read() {
+        let s = self.cohort.state.load(sync::Ordering::Relaxed);
+        if s & NODE_READERS_BIT != 0
+            && let Some(node_read) = self.pop_node_read()
+        {
             return node_read;
         }
         assert!(
-            self.cohort.state.load(sync::Ordering::Relaxed) & READER_MASK != 0,
+            s & READER_MASK != 0,
             "cst_mutex: unlock_shared (lock_api 0.4) on a thread that holds no read lock of this RwLock"
         );
         Some(SharedGuardState::FAST)

@@ -592,6 +592,7 @@ impl RawRwLock {
         }
     }
 
+    #[inline]
     fn unlock_exclusive_inner(&self, g: ExclusiveGuardState, fair: bool) {
         // Nothing else set: no reader parked or inside, no writer parked.
         if self
@@ -611,6 +612,7 @@ impl RawRwLock {
         self.unlock_cohort(g, fair);
     }
 
+    #[inline]
     pub(crate) fn unlock_shared_inner(&self, g: SharedGuardState) {
         if g.counter == FAST {
             let old = self.cohort.state.fetch_sub(READER_ONE, Ordering::Release);
@@ -627,6 +629,7 @@ impl RawRwLock {
         }
     }
 
+    #[inline]
     fn lock_exclusive_inner(&self, deadline: Option<Instant>) -> Option<ExclusiveGuardState> {
         if self
             .cohort
