@@ -286,7 +286,6 @@ impl RawRwLock {
     /// a state-word read). A hold leaves only after its recursive reads, so
     /// while this thread holds any read guard of `self` on it, one
     /// registration remains.
-    #[inline]
     fn pop_node_read(&self) -> Option<Option<SharedGuardState>> {
         if NODE_READS_HELD.get() == 0 {
             return None;
@@ -326,6 +325,16 @@ impl RawRwLock {
     #[inline]
     fn pop_read(&self) -> Option<SharedGuardState> {
         let s = self.cohort.state.load(sync::Ordering::Relaxed);
+        if s & NODE_READERS_BIT == 0 && s & READER_MASK != 0 {
+            return Some(SharedGuardState::FAST);
+        }
+        self.pop_read_slow(s)
+    }
+
+    /// [`RawRwLock::pop_read`] when node readers may exist (or nothing is
+    /// read-locked: a contract violation).
+    #[cold]
+    fn pop_read_slow(&self, s: usize) -> Option<SharedGuardState> {
         if s & NODE_READERS_BIT != 0
             && let Some(node_read) = self.pop_node_read()
         {

@@ -644,6 +644,13 @@ impl RawRwLock {
         {
             return Some(ExclusiveGuardState { node: UNKNOWN_NODE });
         }
+        self.lock_exclusive_slow(deadline)
+    }
+
+    /// Slow exclusive acquisition: the cohort mutex, then `WRITER_BIT` and the
+    /// readers' drain.
+    #[cold]
+    fn lock_exclusive_slow(&self, deadline: Option<Instant>) -> Option<ExclusiveGuardState> {
         let g = self.lock_cohort(deadline)?;
         if self.become_writer(deadline) {
             return Some(g);
@@ -651,6 +658,24 @@ impl RawRwLock {
         self.unlock_cohort(g, false);
         None
     }
+
+    /// [`lock_api::RawRwLock::lock_shared`]'s slow path: no deadline, so it
+    /// always returns the lock.
+    #[cold]
+    fn lock_shared_untimed_slow(&self) -> SharedGuardState {
+        match self.lock_shared_slow(None) {
+            Some(g) => g,
+            None => untimed_lock_failed(),
+        }
+    }
+}
+
+/// An acquisition without a deadline returned without the lock: impossible
+/// (the slow paths return `None` only once a deadline has passed).
+#[cold]
+#[inline(never)]
+fn untimed_lock_failed() -> ! {
+    unreachable!("untimed lock returned without the lock")
 }
 
 impl Default for RawRwLock {
@@ -688,10 +713,10 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn lock_shared(&self) -> SharedGuardState {
-        match self.lock_shared_inner(None) {
-            Some(g) => g,
-            None => unreachable!("untimed read lock returned without the lock"),
+        if self.try_shared_fast() == Some(true) {
+            return SharedGuardState::FAST;
         }
+        self.lock_shared_untimed_slow()
     }
 
     #[inline]
@@ -718,7 +743,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     fn lock_exclusive(&self) -> ExclusiveGuardState {
         match self.lock_exclusive_inner(None) {
             Some(g) => g,
-            None => unreachable!("untimed write lock returned without the lock"),
+            None => untimed_lock_failed(),
         }
     }
 
