@@ -41,15 +41,18 @@ fn fwd() {
 ///
 /// The contract of `pthread_mutex_init(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t) -> c_int {
+pub unsafe extern "C" fn pthread_mutex_init(
+    m: *mut pthread_mutex_t,
+    a: *const pthread_mutexattr_t,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_mutex_init(m, a);
-    }
-    mutex::init(m, a)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_mutex_init(m, a);
+        }
+        mutex::init(m, a)
     }
 }
 
@@ -63,10 +66,10 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    with_mutex!(mode::current(), L => mutex::destroy::<L>(m), pthread => {
-        fwd();
-        real::pthread_mutex_destroy(m)
-    })
+        with_mutex!(mode::current(), L => mutex::destroy::<L>(m), pthread => {
+            fwd();
+            real::pthread_mutex_destroy(m)
+        })
     }
 }
 
@@ -80,10 +83,10 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    with_mutex!(mode::current(), L => mutex::lock::<L>(m), pthread => {
-        fwd();
-        real::pthread_mutex_lock(m)
-    })
+        with_mutex!(mode::current(), L => mutex::lock::<L>(m), pthread => {
+            fwd();
+            real::pthread_mutex_lock(m)
+        })
     }
 }
 
@@ -97,10 +100,10 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    with_mutex!(mode::current(), L => mutex::trylock::<L>(m), pthread => {
-        fwd();
-        real::pthread_mutex_trylock(m)
-    })
+        with_mutex!(mode::current(), L => mutex::trylock::<L>(m), pthread => {
+            fwd();
+            real::pthread_mutex_trylock(m)
+        })
     }
 }
 
@@ -110,14 +113,17 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
 ///
 /// The contract of `pthread_mutex_timedlock(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_mutex_timedlock(
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, libc::CLOCK_REALTIME, t), pthread => {
-        fwd();
-        real::pthread_mutex_timedlock(m, t)
-    })
+        with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, libc::CLOCK_REALTIME, t), pthread => {
+            fwd();
+            real::pthread_mutex_timedlock(m, t)
+        })
     }
 }
 
@@ -127,14 +133,18 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *co
 ///
 /// The contract of `pthread_mutex_clocklock(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_mutex_clocklock(
+    m: *mut pthread_mutex_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, k, t), pthread => {
-        fwd();
-        real::pthread_mutex_clocklock(m, k, t)
-    })
+        with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, k, t), pthread => {
+            fwd();
+            real::pthread_mutex_clocklock(m, k, t)
+        })
     }
 }
 
@@ -148,10 +158,10 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    with_mutex!(mode::current(), L => mutex::unlock::<L>(m), pthread => {
-        fwd();
-        real::pthread_mutex_unlock(m)
-    })
+        with_mutex!(mode::current(), L => mutex::unlock::<L>(m), pthread => {
+            fwd();
+            real::pthread_mutex_unlock(m)
+        })
     }
 }
 
@@ -161,15 +171,18 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
 ///
 /// The contract of `pthread_cond_init(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) -> c_int {
+pub unsafe extern "C" fn pthread_cond_init(
+    c: *mut pthread_cond_t,
+    a: *const pthread_condattr_t,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_cond_init(c, a);
-    }
-    cond::init(c, a)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_cond_init(c, a);
+        }
+        cond::init(c, a)
     }
 }
 
@@ -183,11 +196,11 @@ pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_cond_destroy(c);
-    }
-    cond::destroy(c)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_cond_destroy(c);
+        }
+        cond::destroy(c)
     }
 }
 
@@ -197,14 +210,17 @@ pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
 ///
 /// The contract of `pthread_cond_wait(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
+pub unsafe extern "C" fn pthread_cond_wait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, core::ptr::null(), false), pthread => {
-        fwd();
-        real::pthread_cond_wait(c, m)
-    })
+        with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, core::ptr::null(), false), pthread => {
+            fwd();
+            real::pthread_cond_wait(c, m)
+        })
     }
 }
 
@@ -214,14 +230,18 @@ pub unsafe extern "C" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthre
 ///
 /// The contract of `pthread_cond_timedwait(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_cond_timedwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, t, true), pthread => {
-        fwd();
-        real::pthread_cond_timedwait(c, m, t)
-    })
+        with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, t, true), pthread => {
+            fwd();
+            real::pthread_cond_timedwait(c, m, t)
+        })
     }
 }
 
@@ -231,14 +251,19 @@ pub unsafe extern "C" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut 
 ///
 /// The contract of `pthread_cond_clockwait(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_cond_clockwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    with_mutex!(mode::current(), L => cond::wait::<L>(c, m, Some(k), t, true), pthread => {
-        fwd();
-        real::pthread_cond_clockwait(c, m, k, t)
-    })
+        with_mutex!(mode::current(), L => cond::wait::<L>(c, m, Some(k), t, true), pthread => {
+            fwd();
+            real::pthread_cond_clockwait(c, m, k, t)
+        })
     }
 }
 
@@ -252,11 +277,11 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_cond_signal(c);
-    }
-    cond::wake(c, false)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_cond_signal(c);
+        }
+        cond::wake(c, false)
     }
 }
 
@@ -270,11 +295,11 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_cond_broadcast(c);
-    }
-    cond::wake(c, true)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_cond_broadcast(c);
+        }
+        cond::wake(c, true)
     }
 }
 
@@ -284,15 +309,18 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int
 ///
 /// The contract of `pthread_rwlock_init(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t) -> c_int {
+pub unsafe extern "C" fn pthread_rwlock_init(
+    l: *mut pthread_rwlock_t,
+    a: *const pthread_rwlockattr_t,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_init(l, a);
-    }
-    rwlock::init(l, a)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_init(l, a);
+        }
+        rwlock::init(l, a)
     }
 }
 
@@ -306,11 +334,11 @@ pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_i
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_destroy(l);
-    }
-    rwlock::destroy(l)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_destroy(l);
+        }
+        rwlock::destroy(l)
     }
 }
 
@@ -324,11 +352,11 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_in
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_rdlock(l);
-    }
-    rwlock::rdlock(l, Wait::Block)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_rdlock(l);
+        }
+        rwlock::rdlock(l, Wait::Block)
     }
 }
 
@@ -342,11 +370,11 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_tryrdlock(l);
-    }
-    rwlock::rdlock(l, Wait::Try)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_tryrdlock(l);
+        }
+        rwlock::rdlock(l, Wait::Try)
     }
 }
 
@@ -356,15 +384,18 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c
 ///
 /// The contract of `pthread_rwlock_timedrdlock(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
+    l: *mut pthread_rwlock_t,
+    t: *const timespec,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_timedrdlock(l, t);
-    }
-    rwlock::rdlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_timedrdlock(l, t);
+        }
+        rwlock::rdlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
     }
 }
 
@@ -374,15 +405,19 @@ pub unsafe extern "C" fn pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t:
 ///
 /// The contract of `pthread_rwlock_clockrdlock(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
+    l: *mut pthread_rwlock_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_clockrdlock(l, k, t);
-    }
-    rwlock::rdlock(l, Wait::Until(k, t))
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_clockrdlock(l, k, t);
+        }
+        rwlock::rdlock(l, Wait::Until(k, t))
     }
 }
 
@@ -396,11 +431,11 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_in
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_wrlock(l);
-    }
-    rwlock::wrlock(l, Wait::Block)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_wrlock(l);
+        }
+        rwlock::wrlock(l, Wait::Block)
     }
 }
 
@@ -414,11 +449,11 @@ pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_trywrlock(l);
-    }
-    rwlock::wrlock(l, Wait::Try)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_trywrlock(l);
+        }
+        rwlock::wrlock(l, Wait::Try)
     }
 }
 
@@ -428,15 +463,18 @@ pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c
 ///
 /// The contract of `pthread_rwlock_timedwrlock(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_rwlock_timedwrlock(
+    l: *mut pthread_rwlock_t,
+    t: *const timespec,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_timedwrlock(l, t);
-    }
-    rwlock::wrlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_timedwrlock(l, t);
+        }
+        rwlock::wrlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
     }
 }
 
@@ -446,15 +484,19 @@ pub unsafe extern "C" fn pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t:
 ///
 /// The contract of `pthread_rwlock_clockwrlock(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) -> c_int {
+pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
+    l: *mut pthread_rwlock_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_clockwrlock(l, k, t);
-    }
-    rwlock::wrlock(l, Wait::Until(k, t))
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_clockwrlock(l, k, t);
+        }
+        rwlock::wrlock(l, Wait::Until(k, t))
     }
 }
 
@@ -468,10 +510,10 @@ pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_in
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
-    if mode::current() == Mode::Pthread {
-        fwd();
-        return real::pthread_rwlock_unlock(l);
-    }
-    rwlock::unlock(l)
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_unlock(l);
+        }
+        rwlock::unlock(l)
     }
 }

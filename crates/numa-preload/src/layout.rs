@@ -123,6 +123,16 @@ pub const fn fits<L>(n: usize, align: usize) -> bool {
     size_of::<L>() <= n && align_of::<L>() <= align
 }
 
+/// Whether numa-spin's locks fit in the 16 bytes before `__kind`: 8 bytes
+/// each, unless numa-spin's `stats` feature is on (Cargo turns it on for every
+/// workspace member in an `--all-features` build), which adds about 90 bytes of
+/// per-lock counters: those cannot live in a 40-byte `pthread_mutex_t`, so
+/// such a build refuses `NUMA_LOCK=cna|queued|hq` at startup (see
+/// [`crate::mode`]). `cargo build --release -p numa-preload` never has it.
+pub const NUMA_SPIN_FITS: bool = fits::<numa_spin::RawMutex>(16, 8)
+    && fits::<numa_spin::RawQueuedMutex>(16, 8)
+    && fits::<numa_spin::RawHqMutex>(16, 8);
+
 const _: () = {
     assert!(size_of::<MutexRepr>() == size_of::<libc::pthread_mutex_t>());
     assert!(size_of::<MutexRepr>() == 40);
@@ -144,10 +154,7 @@ const _: () = {
     assert!(align_of::<CondRepr>() <= align_of::<libc::pthread_cond_t>());
     assert!(offset_of!(CondRepr, flags) == 36);
 
-    // The locks fit in the 16 bytes before `__kind` (and before `__pad3`).
-    assert!(fits::<numa_spin::RawMutex>(16, 8));
-    assert!(fits::<numa_spin::RawQueuedMutex>(16, 8));
-    assert!(fits::<numa_spin::RawHqMutex>(16, 8));
+    // cst's locks fit in the 16 bytes before `__kind` (and before `__pad3`).
     assert!(fits::<cst_mutex::RawMutex>(16, 8));
     assert!(fits::<cst_mutex::RawRwLock>(16, 8));
 };
@@ -164,21 +171,18 @@ mod tests {
         // SAFETY: all-zero is a valid `pthread_mutex_t`/`pthread_rwlock_t`.
         let mut m: libc::pthread_mutex_t = unsafe { core::mem::zeroed() };
         let p = (&raw mut m).cast::<u8>();
-        // SAFETY: each lock fits at offset 0 (asserted above) and all-zero is
-        // each lock's unlocked state, which the assertions check.
+        // SAFETY: each lock fits at offset 0 (asserted above, or checked by
+        // `NUMA_SPIN_FITS`) and all-zero is each lock's unlocked state, which
+        // the assertions check.
         unsafe {
-            let l = &*p.cast::<numa_spin::RawMutex>();
-            assert!(!l.is_locked());
-            let g = l.try_lock().expect("zeroed cna is free");
-            assert!(l.is_locked());
-            l.unlock(g);
-            let l = &*p.cast::<numa_spin::RawHqMutex>();
-            let g = l.try_lock().expect("zeroed hq is free");
-            l.unlock(g);
+            if NUMA_SPIN_FITS {
+                zeroed_numa_spin_lock_is_free(p);
+            }
             let l = &*p.cast::<cst_mutex::RawMutex>();
             let g = l.try_lock().expect("zeroed cst is free");
             l.unlock(g);
         }
+        // SAFETY: a `pthread_mutex_t` is 40 plain bytes.
         let bytes: [u8; 40] = unsafe { core::mem::transmute(m) };
         assert_eq!(bytes, [0; 40], "unlock restores the all-zero state");
 
@@ -197,21 +201,50 @@ mod tests {
         }
     }
 
+    /// # Safety
+    ///
+    /// `p` points to 16 zeroed, 8-aligned bytes and `NUMA_SPIN_FITS`.
+    unsafe fn zeroed_numa_spin_lock_is_free(p: *mut u8) {
+        // SAFETY: caller's contract.
+        unsafe {
+            let l = &*p.cast::<numa_spin::RawMutex>();
+            assert!(!l.is_locked());
+            let g = l.try_lock().expect("zeroed cna is free");
+            assert!(l.is_locked());
+            l.unlock(g);
+            let l = &*p.cast::<numa_spin::RawQueuedMutex>();
+            let g = l.try_lock().expect("zeroed queued is free");
+            l.unlock(g);
+            let l = &*p.cast::<numa_spin::RawHqMutex>();
+            let g = l.try_lock().expect("zeroed hq is free");
+            l.unlock(g);
+        }
+    }
+
     /// glibc's static initializers put the kind where `MutexRepr::kind` reads it.
     #[test]
     fn static_initializer_kinds_land_in_kind() {
         let mut m: libc::pthread_mutex_t = libc::PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
         // SAFETY: `MutexRepr` has the size and alignment of `pthread_mutex_t`.
         let r = unsafe { &*(&raw mut m).cast::<MutexRepr>() };
-        assert_eq!(r.kind.load(core::sync::atomic::Ordering::Relaxed), KIND_RECURSIVE);
+        assert_eq!(
+            r.kind.load(core::sync::atomic::Ordering::Relaxed),
+            KIND_RECURSIVE
+        );
         let mut m: libc::pthread_mutex_t = libc::PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
         // SAFETY: as above.
         let r = unsafe { &*(&raw mut m).cast::<MutexRepr>() };
-        assert_eq!(r.kind.load(core::sync::atomic::Ordering::Relaxed), KIND_ERRORCHECK);
+        assert_eq!(
+            r.kind.load(core::sync::atomic::Ordering::Relaxed),
+            KIND_ERRORCHECK
+        );
         let mut m: libc::pthread_mutex_t = libc::PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
         // SAFETY: as above.
         let r = unsafe { &*(&raw mut m).cast::<MutexRepr>() };
-        assert_eq!(r.kind.load(core::sync::atomic::Ordering::Relaxed), KIND_ADAPTIVE);
+        assert_eq!(
+            r.kind.load(core::sync::atomic::Ordering::Relaxed),
+            KIND_ADAPTIVE
+        );
         assert!(kind_is_ours(KIND_ADAPTIVE) && kind_is_ours(KIND_NORMAL));
         for glibc_only in [16, 32, 64, 128, 16 | 1, 128 | 2, KIND_DESTROYED] {
             assert!(!kind_is_ours(glibc_only), "{glibc_only}");

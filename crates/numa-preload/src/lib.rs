@@ -63,7 +63,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu")))]
-compile_error!("numa-preload supports x86-64 Linux with glibc only (it reuses glibc's lock layouts)");
+compile_error!(
+    "numa-preload supports x86-64 Linux with glibc only (it reuses glibc's lock layouts)"
+);
 
 pub mod cond;
 mod exports;

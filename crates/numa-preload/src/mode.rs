@@ -90,15 +90,14 @@ impl Mode {
 }
 
 /// Parses a `NUMA_LOCK` value: `None` (unset) and `""` give [`DEFAULT`]; an
-/// unknown value gives `Err`.
-pub fn parse(value: Option<&[u8]>) -> Result<Mode, ()> {
+/// unknown value gives `None`.
+pub fn parse(value: Option<&[u8]>) -> Option<Mode> {
     match value {
-        None | Some(b"") => Ok(DEFAULT),
+        None | Some(b"") => Some(DEFAULT),
         Some(v) => NAMES
             .iter()
             .find(|(n, _)| n.as_bytes() == v)
-            .map(|&(_, m)| m)
-            .ok_or(()),
+            .map(|&(_, m)| m),
     }
 }
 
@@ -125,9 +124,12 @@ fn decide() -> Mode {
         }
     };
     let mode = match parse(value) {
-        Ok(m) => m,
-        Err(()) => die_bad_value(value.unwrap_or(b"")),
+        Some(m) => m,
+        None => die_bad_value(value.unwrap_or(b"")),
     };
+    if matches!(mode, Mode::Cna | Mode::Queued | Mode::Hq) && !crate::layout::NUMA_SPIN_FITS {
+        die_unfit(mode);
+    }
     // Relaxed: the value carries no other data; racing deciders compute the same
     // value from the same environment, and the first one wins.
     match MODE.compare_exchange(0, mode as u8, Ordering::Relaxed, Ordering::Relaxed) {
@@ -149,8 +151,22 @@ fn die_bad_value(value: &[u8]) -> ! {
     unsafe { libc::_exit(2) }
 }
 
+/// This build's numa-spin locks carry per-lock counters (its `stats` feature)
+/// and do not fit in a `pthread_mutex_t`: stop rather than run something else.
+#[cold]
+fn die_unfit(mode: Mode) -> ! {
+    let mut buf = crate::stats::Buf::new();
+    buf.push(b"numa-preload: NUMA_LOCK=");
+    buf.push(mode.name().as_bytes());
+    buf.push(b" needs numa-spin without its `stats` feature (the lock must fit in pthread_mutex_t); build with `cargo build --release -p numa-preload`\n");
+    buf.write_stderr();
+    // SAFETY: `_exit` takes no pointer and never returns.
+    unsafe { libc::_exit(2) }
+}
+
 /// Decides the mode (exiting on a bad `NUMA_LOCK`) and resolves glibc's
 /// functions: the library's constructor.
+#[cfg_attr(test, allow(dead_code))]
 pub(crate) extern "C" fn constructor() {
     let _ = current();
     crate::real::resolve_all();
@@ -163,14 +179,14 @@ mod tests {
 
     #[test]
     fn parse_accepts_the_documented_names_and_default() {
-        assert_eq!(parse(None), Ok(Mode::Cst));
-        assert_eq!(parse(Some(b"")), Ok(Mode::Cst));
+        assert_eq!(parse(None), Some(Mode::Cst));
+        assert_eq!(parse(Some(b"")), Some(Mode::Cst));
         for (n, m) in NAMES {
-            assert_eq!(parse(Some(n.as_bytes())), Ok(m));
+            assert_eq!(parse(Some(n.as_bytes())), Some(m));
             assert_eq!(m.name(), n);
             assert_eq!(Mode::from_u8(m as u8), Some(m));
         }
-        assert_eq!(parse(Some(b"CNA")), Err(()));
-        assert_eq!(parse(Some(b"mcs")), Err(()));
+        assert_eq!(parse(Some(b"CNA")), None);
+        assert_eq!(parse(Some(b"mcs")), None);
     }
 }

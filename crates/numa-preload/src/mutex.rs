@@ -376,7 +376,9 @@ pub(crate) unsafe fn relock_after_wait<L: InPlace>(m: *mut pthread_mutex_t, save
     let e = unsafe { lock::<L>(m) };
     if e == 0 && saved.count > 0 {
         // SAFETY: caller's contract.
-        unsafe { repr(m) }.count.store(saved.count, Ordering::Relaxed);
+        unsafe { repr(m) }
+            .count
+            .store(saved.count, Ordering::Relaxed);
     }
     e
 }
@@ -445,6 +447,7 @@ pub unsafe fn destroy<L: InPlace>(m: *mut pthread_mutex_t) -> c_int {
 }
 
 /// Runs `$body` with `$L` bound to the mode's mutex type; `pthread` runs `$glibc`.
+#[cfg_attr(test, allow(unused_macros))]
 macro_rules! with_mutex {
     ($mode:expr, $L:ident => $body:expr, pthread => $glibc:expr) => {
         match $mode {
@@ -468,4 +471,5 @@ macro_rules! with_mutex {
         }
     };
 }
+#[cfg_attr(test, allow(unused_imports))]
 pub(crate) use with_mutex;

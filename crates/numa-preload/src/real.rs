@@ -72,6 +72,7 @@ macro_rules! real_fns {
         }
 
         /// Resolves every function now (the constructor calls this).
+        #[cfg_attr(test, allow(dead_code))]
         pub(crate) fn resolve_all() {
             $( syms::$rust.get(); )*
         }
@@ -85,11 +86,11 @@ macro_rules! real_fns {
             #[inline]
             pub unsafe fn $rust($($arg: $ty),*) -> c_int {
                 let addr = syms::$rust.get();
+                type F = unsafe extern "C" fn($($ty),*) -> c_int;
                 // SAFETY: `addr` is glibc's definition of this symbol (dlsym
                 // found it by name, and the version for the condvar ABI), whose C
-                // prototype is the one written here.
-                let f: unsafe extern "C" fn($($ty),*) -> c_int =
-                    unsafe { core::mem::transmute::<usize, unsafe extern "C" fn($($ty),*) -> c_int>(addr) };
+                // prototype is `F`.
+                let f = unsafe { core::mem::transmute::<usize, F>(addr) };
                 // SAFETY: forwarded from our caller, whose contract is glibc's.
                 unsafe { f($($arg),*) }
             }
@@ -145,11 +146,12 @@ unsafe extern "C" {
         p: *mut c_int,
     ) -> c_int;
     /// `pthread_condattr_getclock(3)`.
-    pub fn pthread_condattr_getclock(a: *const libc::pthread_condattr_t, c: *mut clockid_t)
-    -> c_int;
+    pub fn pthread_condattr_getclock(
+        a: *const libc::pthread_condattr_t,
+        c: *mut clockid_t,
+    ) -> c_int;
     /// `pthread_condattr_getpshared(3)`.
-    pub fn pthread_condattr_getpshared(a: *const libc::pthread_condattr_t, p: *mut c_int)
-    -> c_int;
+    pub fn pthread_condattr_getpshared(a: *const libc::pthread_condattr_t, p: *mut c_int) -> c_int;
     /// `pthread_rwlockattr_getpshared(3)`.
     pub fn pthread_rwlockattr_getpshared(
         a: *const libc::pthread_rwlockattr_t,

@@ -151,13 +151,16 @@ pub unsafe fn destroy(l: *mut pthread_rwlock_t) -> c_int {
     0
 }
 
-/// Converts a timed wait into a deadline, or the error to return.
-unsafe fn deadline(clock: clockid_t, abstime: *const timespec) -> Result<std::time::Instant, c_int> {
-    // SAFETY: `abstime` is null or readable (caller's contract).
-    if !time::clock_ok(clock) || !unsafe { time::valid(abstime) } {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: validated above.
+/// Converts a validated timed wait into a deadline, or `ETIMEDOUT`.
+///
+/// # Safety
+///
+/// `abstime` is a valid `timespec` (checked on entry with `time::valid`).
+unsafe fn deadline(
+    clock: clockid_t,
+    abstime: *const timespec,
+) -> Result<std::time::Instant, c_int> {
+    // SAFETY: caller's contract.
     unsafe { time::deadline(clock, abstime) }
 }
 
@@ -180,10 +183,13 @@ pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
             }
         };
     }
-    if let Wait::Until(c, _) = wait
-        && !time::clock_ok(c)
-    {
-        return libc::EINVAL;
+    // As glibc: a bad clock or `timespec` is EINVAL before anything else.
+    if let Wait::Until(c, ts) = wait {
+        // SAFETY: `ts` is null or readable (caller's contract).
+        let ok = time::clock_ok(c) && unsafe { time::valid(ts) };
+        if !ok {
+            return libc::EINVAL;
+        }
     }
     if r.writer.load(Ordering::Relaxed) == me() {
         return if matches!(wait, Wait::Try) {
@@ -219,7 +225,7 @@ pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
                 match wait {
                     Wait::Try => return libc::EBUSY,
                     Wait::Block => rw.lock_shared(),
-                    // SAFETY: `abstime` null or readable (caller's contract).
+                    // SAFETY: `abstime` was validated on entry.
                     Wait::Until(c, ts) => match unsafe { deadline(c, ts) } {
                         Err(e) => return e,
                         Ok(at) => match rw.try_lock_shared_until(at) {
@@ -261,10 +267,13 @@ pub unsafe fn wrlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
             }
         };
     }
-    if let Wait::Until(c, _) = wait
-        && !time::clock_ok(c)
-    {
-        return libc::EINVAL;
+    // As glibc: a bad clock or `timespec` is EINVAL before anything else.
+    if let Wait::Until(c, ts) = wait {
+        // SAFETY: `ts` is null or readable (caller's contract).
+        let ok = time::clock_ok(c) && unsafe { time::valid(ts) };
+        if !ok {
+            return libc::EINVAL;
+        }
     }
     let me = me();
     if r.writer.load(Ordering::Relaxed) == me {
@@ -284,7 +293,7 @@ pub unsafe fn wrlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
             Wait::Block => {
                 rw.lock_exclusive();
             }
-            // SAFETY: `abstime` null or readable (caller's contract).
+            // SAFETY: `abstime` was validated on entry.
             Wait::Until(c, ts) => match unsafe { deadline(c, ts) } {
                 Err(e) => return e,
                 Ok(at) => {

@@ -32,7 +32,11 @@ impl Counters {
     /// Counts one acquisition; `last_node` is the lock's "last holder's node + 1"
     /// cell, if it has one.
     #[cold]
-    pub(crate) fn acquired(&self, contended: bool, last_node: Option<&core::sync::atomic::AtomicU32>) {
+    pub(crate) fn acquired(
+        &self,
+        contended: bool,
+        last_node: Option<&core::sync::atomic::AtomicU32>,
+    ) {
         self.acquisitions.fetch_add(1, Ordering::Relaxed);
         if contended {
             self.contended.fetch_add(1, Ordering::Relaxed);
@@ -70,6 +74,7 @@ pub fn enabled() -> bool {
 }
 
 /// Reads `NUMA_LOCK_STATS` (the constructor calls this).
+#[cfg_attr(test, allow(dead_code))]
 pub(crate) fn init() {
     // SAFETY: as in `mode::decide`: libc `getenv`, read-only.
     let on = unsafe {
@@ -80,13 +85,18 @@ pub(crate) fn init() {
 }
 
 /// Prints the counters (the library's destructor calls this).
+#[cfg_attr(test, allow(dead_code))]
 pub(crate) extern "C" fn report() {
     if !enabled() {
         return;
     }
     let mode = crate::mode::current().name();
     let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    for (kind, c) in [("mutex", &MUTEX), ("rwlock-read", &READ), ("rwlock-write", &WRITE)] {
+    for (kind, c) in [
+        ("mutex", &MUTEX),
+        ("rwlock-read", &READ),
+        ("rwlock-write", &WRITE),
+    ] {
         let mut b = Buf::new();
         b.push(b"numa-preload: lock=");
         b.push(mode.as_bytes());
