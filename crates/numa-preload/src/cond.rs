@@ -80,15 +80,23 @@ pub unsafe fn init(c: *mut pthread_cond_t, attr: *const pthread_condattr_t) -> c
     0
 }
 
-/// `pthread_cond_destroy`: nothing to free. Waiters still inside a wait that
-/// was already signalled finish it safely as long as the memory stays mapped.
+/// `pthread_cond_destroy`: nothing to free, but it waits until every woken
+/// waiter has left the condvar (its last access is the `waiters` decrement), so
+/// that the POSIX pattern "broadcast, then destroy and free" is safe, as with
+/// glibc (which waits on `__wrefs` the same way). As with glibc, destroying a
+/// condvar on which threads are still blocked is undefined (here: it waits).
 ///
 /// # Safety
 ///
 /// `c` points to a live `pthread_cond_t`.
 pub unsafe fn destroy(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: caller's contract.
-    let _ = unsafe { repr(c) };
+    let r = unsafe { repr(c) };
+    // Acquire: pairs with the waiters' Release decrement, their last access.
+    while r.waiters.load(Ordering::Acquire) != 0 {
+        // SAFETY: no preconditions.
+        unsafe { libc::sched_yield() };
+    }
     0
 }
 
@@ -123,7 +131,8 @@ pub unsafe fn wait<L: InPlace>(
     let saved = match unsafe { mutex::unlock_for_wait::<L>(m) } {
         Ok(s) => s,
         Err(e) => {
-            r.waiters.fetch_sub(1, Ordering::Relaxed);
+            // Release: the last access to the condvar (see `destroy`).
+            r.waiters.fetch_sub(1, Ordering::Release);
             return e;
         }
     };
@@ -148,7 +157,8 @@ pub unsafe fn wait<L: InPlace>(
     };
     // SAFETY: `__errno_location` returns this thread's errno cell.
     let timed_out = ret == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT;
-    r.waiters.fetch_sub(1, Ordering::Relaxed);
+    // Release: our last access to the condvar, which `destroy` may free next.
+    r.waiters.fetch_sub(1, Ordering::Release);
     // SAFETY: caller's contract: `m` is live and was held before the wait.
     let e = unsafe { mutex::relock_after_wait::<L>(m, saved) };
     if stats::enabled() {

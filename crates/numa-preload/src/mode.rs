@@ -168,7 +168,14 @@ fn die_unfit(mode: Mode) -> ! {
 /// functions: the library's constructor.
 #[cfg_attr(test, allow(dead_code))]
 pub(crate) extern "C" fn constructor() {
-    let _ = current();
+    let mode = current();
+    // Do the locks' one-time set-up here rather than in a first contended
+    // acquisition: numa-spin's tunables (read from the environment, which
+    // allocates) and the NUMA node map (sysfs reads) behind `current_node`.
+    if mode != Mode::Pthread {
+        let _ = numa_spin::Config::global();
+        let _ = numa_topology::current_node();
+    }
     crate::real::resolve_all();
     crate::stats::init();
 }
@@ -187,6 +194,13 @@ mod tests {
             assert_eq!(Mode::from_u8(m as u8), Some(m));
         }
         assert_eq!(parse(Some(b"CNA")), None);
+        // Every lock name is the workspace registry's name for that lock.
+        for (n, _) in NAMES.iter().filter(|(n, _)| *n != "pthread") {
+            assert!(
+                numa_lock_registry::lock(n).is_some(),
+                "{n} not in the registry"
+            );
+        }
         assert_eq!(parse(Some(b"mcs")), None);
     }
 }

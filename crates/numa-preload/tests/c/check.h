@@ -34,9 +34,13 @@ static inline struct timespec in_ms(clockid_t clock, long ms) {
     clock_gettime(clock, &t);
     t.tv_sec += ms / 1000;
     t.tv_nsec += (ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
+    while (t.tv_nsec >= 1000000000L) {
         t.tv_sec++;
         t.tv_nsec -= 1000000000L;
+    }
+    while (t.tv_nsec < 0) {
+        t.tv_sec--;
+        t.tv_nsec += 1000000000L;
     }
     return t;
 }

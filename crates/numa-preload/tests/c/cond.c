@@ -54,7 +54,44 @@ static void *broadcast_waiter(void *arg) {
     return NULL;
 }
 
+/* Broadcast, then destroy and free at once (the pattern POSIX allows). */
+static pthread_cond_t *heap_cv;
+static int heap_go, heap_waiting;
+static void *heap_waiter(void *arg) {
+    pthread_cond_t *c = arg;
+    CHECK_RC(pthread_mutex_lock(&m), 0);
+    heap_waiting++;
+    while (!heap_go) CHECK_RC(pthread_cond_wait(c, &m), 0);
+    CHECK_RC(pthread_mutex_unlock(&m), 0);
+    return NULL;
+}
+
+static void broadcast_then_free(void) {
+    for (int round = 0; round < 200; round++) {
+        pthread_t t[4];
+        heap_cv = malloc(sizeof *heap_cv);
+        CHECK_RC(pthread_cond_init(heap_cv, NULL), 0);
+        heap_go = 0;
+        heap_waiting = 0;
+        for (int i = 0; i < 4; i++) CHECK_RC(pthread_create(&t[i], NULL, heap_waiter, heap_cv), 0);
+        for (;;) {
+            CHECK_RC(pthread_mutex_lock(&m), 0);
+            if (heap_waiting == 4) break;
+            CHECK_RC(pthread_mutex_unlock(&m), 0);
+            sched_yield();
+        }
+        heap_go = 1;
+        CHECK_RC(pthread_cond_broadcast(heap_cv), 0);
+        CHECK_RC(pthread_mutex_unlock(&m), 0);
+        CHECK_RC(pthread_cond_destroy(heap_cv), 0);
+        memset(heap_cv, 0xa5, sizeof *heap_cv);
+        free(heap_cv);
+        for (int i = 0; i < 4; i++) CHECK_RC(pthread_join(t[i], NULL), 0);
+    }
+}
+
 int main(void) {
+    broadcast_then_free();
     pthread_t p[PRODUCERS], c[PRODUCERS];
     for (long i = 0; i < PRODUCERS; i++) {
         CHECK_RC(pthread_create(&p[i], NULL, producer, (void *)i), 0);
