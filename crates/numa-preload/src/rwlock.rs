@@ -50,13 +50,64 @@ const EMPTY: ReadSlot = ReadSlot {
     guard: None,
 };
 
+/// This thread's read locks: `slots[..len]` holds every occupied slot (empty
+/// ones may sit below `len`), so a thread holding no read lock scans nothing.
+struct ReadTable {
+    len: usize,
+    slots: [ReadSlot; MAX_READ_LOCKS],
+}
+
+impl ReadTable {
+    /// The slot holding `addr`.
+    fn find(&mut self, addr: usize) -> Option<&mut ReadSlot> {
+        self.slots
+            .get_mut(..self.len)?
+            .iter_mut()
+            .find(|s| s.lock == addr)
+    }
+
+    /// Whether [`free_slot`](Self::free_slot) would find a slot.
+    fn has_free(&self) -> bool {
+        self.len < MAX_READ_LOCKS
+            || self
+                .slots
+                .get(..self.len)
+                .is_some_and(|s| s.iter().any(|s| s.lock == 0))
+    }
+
+    /// A free slot, growing `len` if need be; `None` when all are taken.
+    fn free_slot(&mut self) -> Option<&mut ReadSlot> {
+        let len = self.len;
+        let i = match self.slots.get(..len)?.iter().position(|s| s.lock == 0) {
+            Some(i) => i,
+            None if len < MAX_READ_LOCKS => {
+                self.len = len + 1;
+                len
+            }
+            None => return None,
+        };
+        self.slots.get_mut(i)
+    }
+
+    /// Drops empty slots from the end.
+    fn shrink(&mut self) {
+        while self.len > 0 && self.slots.get(self.len - 1).is_some_and(|s| s.lock == 0) {
+            self.len -= 1;
+        }
+    }
+}
+
 thread_local! {
-    static READS: UnsafeCell<[ReadSlot; MAX_READ_LOCKS]> =
-        const { UnsafeCell::new([EMPTY; MAX_READ_LOCKS]) };
+    static READS: UnsafeCell<ReadTable> = const {
+        UnsafeCell::new(ReadTable {
+            len: 0,
+            slots: [EMPTY; MAX_READ_LOCKS],
+        })
+    };
 }
 
 /// Runs `f` on this thread's read table.
-fn with_reads<R>(f: impl FnOnce(&mut [ReadSlot; MAX_READ_LOCKS]) -> R) -> R {
+fn with_reads<R>(f: impl FnOnce(&mut ReadTable) -> R) -> R {
     // SAFETY: the table is this thread's; lock functions do not re-enter each
     // other while holding the reference (no user code runs inside `f`).
     READS.with(|t| f(unsafe { &mut *t.get() }))
@@ -202,7 +253,7 @@ pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
     // SAFETY: caller's contract.
     let rw = unsafe { raw(l) };
     with_reads(|t| {
-        if let Some(s) = t.iter_mut().find(|s| s.lock == addr) {
+        if let Some(s) = t.find(addr) {
             return match s.depth.checked_add(1) {
                 Some(d) => {
                     s.depth = d;
@@ -214,9 +265,9 @@ pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
                 None => libc::EAGAIN,
             };
         }
-        let Some(slot) = t.iter_mut().find(|s| s.lock == 0) else {
+        if !t.has_free() {
             return libc::EAGAIN;
-        };
+        }
         let mut contended = false;
         let guard = match rw.try_lock_shared() {
             Some(g) => g,
@@ -236,11 +287,22 @@ pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
                 }
             }
         };
-        *slot = ReadSlot {
-            lock: addr,
-            depth: 1,
-            guard: Some(guard),
-        };
+        match t.free_slot() {
+            Some(slot) => {
+                *slot = ReadSlot {
+                    lock: addr,
+                    depth: 1,
+                    guard: Some(guard),
+                }
+            }
+            // Unreachable (`has_free` above, and only this thread uses the
+            // table); release rather than keep an untracked read lock.
+            None => {
+                // SAFETY: `guard` is our read acquisition of `rw`, just made.
+                unsafe { rw.unlock_shared(guard) };
+                return libc::EAGAIN;
+            }
+        }
         if stats::enabled() {
             stats::READ.acquired(contended, None);
         }
@@ -329,13 +391,15 @@ pub unsafe fn unlock(l: *mut pthread_rwlock_t) -> c_int {
     let rw = unsafe { raw(l) };
     let addr = l as usize;
     let read = with_reads(|t| {
-        let s = t.iter_mut().find(|s| s.lock == addr)?;
+        let s = t.find(addr)?;
         s.depth = s.depth.saturating_sub(1);
         if s.depth > 0 {
             return Some(None);
         }
         s.lock = 0;
-        Some(s.guard.take())
+        let g = s.guard.take();
+        t.shrink();
+        Some(g)
     });
     match read {
         Some(None) => 0,
