@@ -1,0 +1,199 @@
+//! `pthread_cond_*`: a futex sequence-number condvar in place, for every mutex.
+//!
+//! A wait registers in `waiters`, reads `seq`, releases the mutex (ours or a
+//! glibc-forwarded kind, through the same unlock as `pthread_mutex_unlock`),
+//! sleeps in `FUTEX_WAIT_BITSET` while `seq` is unchanged, and re-takes the
+//! mutex. `signal` bumps `seq` and wakes one sleeper, `broadcast` bumps it and
+//! wakes all; both skip the system call while `waiters` is 0. No wake-up is lost:
+//! a signal that comes after a waiter read `seq` changes it, so the waiter's
+//! `FUTEX_WAIT` returns at once (the kernel compares under its hash-bucket lock).
+//! The `waiters` count is checked after the bump (both `SeqCst`), so a signaler
+//! that reads 0 comes before any waiter's `seq` read in that order and that
+//! waiter sees the new value.
+//!
+//! Timed waits pass an absolute deadline to `FUTEX_WAIT_BITSET` on the condvar's
+//! clock (`pthread_condattr_setclock`: `FUTEX_CLOCK_REALTIME` unless
+//! `CLOCK_MONOTONIC`) or on `pthread_cond_clockwait`'s clock. A process-shared
+//! condvar uses shared futexes (no `FUTEX_PRIVATE_FLAG`); the state is plain
+//! integers, so it works across processes.
+//!
+//! This is the condvar of Rust's `std` on Linux, with a waiter count. Like every
+//! sequence condvar, `signal` may wake a thread that started waiting after the
+//! signal instead of an older one when the older one has not reached the kernel
+//! yet (it then returns at once, so it is woken too: a spurious wake-up, which
+//! POSIX allows). `broadcast` wakes every waiter, which then contend for the
+//! mutex (no requeue onto the mutex: our mutexes are not futex words).
+
+use crate::layout::{COND_MONOTONIC, COND_PSHARED, CondRepr};
+use crate::mutex::{self, InPlace};
+use crate::{real, stats, time};
+use core::ffi::c_int;
+use core::sync::atomic::Ordering;
+use libc::{clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t, timespec};
+
+/// Our view of `c`.
+///
+/// # Safety
+///
+/// `c` points to a live `pthread_cond_t`.
+#[inline(always)]
+unsafe fn repr<'a>(c: *mut pthread_cond_t) -> &'a CondRepr {
+    // SAFETY: `CondRepr` has the size and alignment of `pthread_cond_t`
+    // (asserted in `layout`), all fields are integers.
+    unsafe { &*c.cast::<CondRepr>() }
+}
+
+fn private_flag(flags: u32) -> c_int {
+    if flags & COND_PSHARED != 0 {
+        0
+    } else {
+        libc::FUTEX_PRIVATE_FLAG
+    }
+}
+
+/// `pthread_cond_init`: clock and process-shared flag from `attr`.
+///
+/// # Safety
+///
+/// `c` is writable; `attr` is null or an initialized attribute object.
+pub unsafe fn init(c: *mut pthread_cond_t, attr: *const pthread_condattr_t) -> c_int {
+    let mut flags = 0;
+    if !attr.is_null() {
+        let mut clock: clockid_t = libc::CLOCK_REALTIME;
+        let mut pshared = libc::PTHREAD_PROCESS_PRIVATE;
+        // SAFETY: `attr` is initialized (caller's contract); locals as outputs.
+        unsafe {
+            real::pthread_condattr_getclock(attr, &mut clock);
+            real::pthread_condattr_getpshared(attr, &mut pshared);
+        }
+        if clock == libc::CLOCK_MONOTONIC {
+            flags |= COND_MONOTONIC;
+        }
+        if pshared != libc::PTHREAD_PROCESS_PRIVATE {
+            flags |= COND_PSHARED;
+        }
+    }
+    // SAFETY: `c` is writable for 48 bytes (caller's contract).
+    unsafe { core::ptr::write_bytes(c.cast::<u8>(), 0, core::mem::size_of::<pthread_cond_t>()) };
+    // SAFETY: as above.
+    unsafe { repr(c) }.flags.store(flags, Ordering::Relaxed);
+    0
+}
+
+/// `pthread_cond_destroy`: nothing to free, but it waits until every woken
+/// waiter has left the condvar (its last access is the `waiters` decrement), so
+/// that the POSIX pattern "broadcast, then destroy and free" is safe, as with
+/// glibc (which waits on `__wrefs` the same way). As with glibc, destroying a
+/// condvar on which threads are still blocked is undefined (here: it waits).
+///
+/// # Safety
+///
+/// `c` points to a live `pthread_cond_t`.
+pub unsafe fn destroy(c: *mut pthread_cond_t) -> c_int {
+    // SAFETY: caller's contract.
+    let r = unsafe { repr(c) };
+    // Acquire: pairs with the waiters' Release decrement, their last access.
+    while r.waiters.load(Ordering::Acquire) != 0 {
+        // SAFETY: no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+    0
+}
+
+/// `pthread_cond_wait` (`abstime` null) or a timed wait on `clock` (`None`: the
+/// condvar's own clock) with mutex lock `L`.
+///
+/// # Safety
+///
+/// `c` and `m` are live; `m` is held by the caller; `abstime` is null or readable.
+pub unsafe fn wait<L: InPlace>(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    clock: Option<clockid_t>,
+    abstime: *const timespec,
+    timed: bool,
+) -> c_int {
+    // SAFETY: caller's contract.
+    let r = unsafe { repr(c) };
+    let flags = r.flags.load(Ordering::Relaxed);
+    let clock = clock.unwrap_or(if flags & COND_MONOTONIC != 0 {
+        libc::CLOCK_MONOTONIC
+    } else {
+        libc::CLOCK_REALTIME
+    });
+    // SAFETY: `abstime` is null or readable (caller's contract).
+    if timed && (!time::clock_ok(clock) || !unsafe { time::valid(abstime) }) {
+        return libc::EINVAL;
+    }
+    r.waiters.fetch_add(1, Ordering::SeqCst);
+    let seq = r.seq.load(Ordering::SeqCst);
+    // SAFETY: caller's contract.
+    let saved = match unsafe { mutex::unlock_for_wait::<L>(m) } {
+        Ok(s) => s,
+        Err(e) => {
+            // Release: the last access to the condvar (see `destroy`).
+            r.waiters.fetch_sub(1, Ordering::Release);
+            return e;
+        }
+    };
+    let mut op = libc::FUTEX_WAIT_BITSET | private_flag(flags);
+    if timed && clock == libc::CLOCK_REALTIME {
+        op |= libc::FUTEX_CLOCK_REALTIME;
+    }
+    let ts = if timed { abstime } else { core::ptr::null() };
+    // SAFETY: `seq` is a live, 4-byte aligned futex word; `ts` is null or a valid
+    // absolute timespec; the other arguments are unused by FUTEX_WAIT_BITSET
+    // except the bitset (all bits).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            r.seq.as_ptr(),
+            op,
+            seq,
+            ts,
+            core::ptr::null::<u32>(),
+            u32::MAX,
+        )
+    };
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let timed_out = ret == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT;
+    // Release: our last access to the condvar, which `destroy` may free next.
+    r.waiters.fetch_sub(1, Ordering::Release);
+    // SAFETY: caller's contract: `m` is live and was held before the wait.
+    let e = unsafe { mutex::relock_after_wait::<L>(m, saved) };
+    if stats::enabled() {
+        stats::COND_WAITS.fetch_add(1, Ordering::Relaxed);
+        if timed_out {
+            stats::COND_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if e != 0 {
+        e
+    } else if timed_out {
+        libc::ETIMEDOUT
+    } else {
+        0
+    }
+}
+
+/// `pthread_cond_signal` (`all == false`) or `pthread_cond_broadcast`.
+///
+/// # Safety
+///
+/// `c` points to a live `pthread_cond_t`.
+pub unsafe fn wake(c: *mut pthread_cond_t, all: bool) -> c_int {
+    // SAFETY: caller's contract.
+    let r = unsafe { repr(c) };
+    r.seq.fetch_add(1, Ordering::SeqCst);
+    if stats::enabled() {
+        stats::COND_WAKES.fetch_add(1, Ordering::Relaxed);
+    }
+    if r.waiters.load(Ordering::SeqCst) == 0 {
+        return 0;
+    }
+    let op = libc::FUTEX_WAKE | private_flag(r.flags.load(Ordering::Relaxed));
+    let n: c_int = if all { c_int::MAX } else { 1 };
+    // SAFETY: `seq` is a live futex word; FUTEX_WAKE reads no other pointer.
+    unsafe { libc::syscall(libc::SYS_futex, r.seq.as_ptr(), op, n) };
+    0
+}

@@ -1,0 +1,519 @@
+//! The exported `pthread_*` symbols: one match on the mode, then the generic
+//! implementation for that lock, or glibc for `NUMA_LOCK=pthread`.
+//!
+//! The symbols are unversioned: the dynamic linker binds an unversioned
+//! definition in a preloaded object to versioned references too
+//! (`pthread_cond_wait@GLIBC_2.3.2`, `pthread_mutex_clocklock@GLIBC_2.34`, ...).
+//! They are left out of unit-test builds, where they would replace the test
+//! binary's own locks.
+
+#![cfg(not(test))]
+
+use crate::mode::{self, Mode};
+use crate::mutex::with_mutex;
+use crate::rwlock::Wait;
+use crate::{cond, mutex, real, rwlock, stats};
+use core::ffi::c_int;
+use core::sync::atomic::Ordering;
+use libc::{
+    clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t, pthread_mutexattr_t,
+    pthread_rwlock_t, pthread_rwlockattr_t, timespec,
+};
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CONSTRUCTOR: extern "C" fn() = mode::constructor;
+
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static DESTRUCTOR: extern "C" fn() = stats::report;
+
+#[inline(always)]
+fn fwd() {
+    if stats::enabled() {
+        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `pthread_mutex_init(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_mutex_init(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_init(
+    m: *mut pthread_mutex_t,
+    a: *const pthread_mutexattr_t,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_mutex_init(m, a);
+        }
+        mutex::init(m, a)
+    }
+}
+
+/// `pthread_mutex_destroy(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_mutex_destroy(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        with_mutex!(mode::current(), L => mutex::destroy::<L>(m), pthread => {
+            fwd();
+            real::pthread_mutex_destroy(m)
+        })
+    }
+}
+
+/// `pthread_mutex_lock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_mutex_lock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        with_mutex!(mode::current(), L => mutex::lock::<L>(m), pthread => {
+            fwd();
+            real::pthread_mutex_lock(m)
+        })
+    }
+}
+
+/// `pthread_mutex_trylock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_mutex_trylock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        with_mutex!(mode::current(), L => mutex::trylock::<L>(m), pthread => {
+            fwd();
+            real::pthread_mutex_trylock(m)
+        })
+    }
+}
+
+/// `pthread_mutex_timedlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_mutex_timedlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_timedlock(
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, libc::CLOCK_REALTIME, t), pthread => {
+            fwd();
+            real::pthread_mutex_timedlock(m, t)
+        })
+    }
+}
+
+/// `pthread_mutex_clocklock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_mutex_clocklock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_clocklock(
+    m: *mut pthread_mutex_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, k, t), pthread => {
+            fwd();
+            real::pthread_mutex_clocklock(m, k, t)
+        })
+    }
+}
+
+/// `pthread_mutex_unlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_mutex_unlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        with_mutex!(mode::current(), L => mutex::unlock::<L>(m), pthread => {
+            fwd();
+            real::pthread_mutex_unlock(m)
+        })
+    }
+}
+
+/// `pthread_cond_init(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_cond_init(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_init(
+    c: *mut pthread_cond_t,
+    a: *const pthread_condattr_t,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_cond_init(c, a);
+        }
+        cond::init(c, a)
+    }
+}
+
+/// `pthread_cond_destroy(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_cond_destroy(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_cond_destroy(c);
+        }
+        cond::destroy(c)
+    }
+}
+
+/// `pthread_cond_wait(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_cond_wait(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_wait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, core::ptr::null(), false), pthread => {
+            fwd();
+            real::pthread_cond_wait(c, m)
+        })
+    }
+}
+
+/// `pthread_cond_timedwait(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_cond_timedwait(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_timedwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, t, true), pthread => {
+            fwd();
+            real::pthread_cond_timedwait(c, m, t)
+        })
+    }
+}
+
+/// `pthread_cond_clockwait(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_cond_clockwait(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_clockwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        with_mutex!(mode::current(), L => cond::wait::<L>(c, m, Some(k), t, true), pthread => {
+            fwd();
+            real::pthread_cond_clockwait(c, m, k, t)
+        })
+    }
+}
+
+/// `pthread_cond_signal(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_cond_signal(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_cond_signal(c);
+        }
+        cond::wake(c, false)
+    }
+}
+
+/// `pthread_cond_broadcast(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_cond_broadcast(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_cond_broadcast(c);
+        }
+        cond::wake(c, true)
+    }
+}
+
+/// `pthread_rwlock_init(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_init(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_init(
+    l: *mut pthread_rwlock_t,
+    a: *const pthread_rwlockattr_t,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_init(l, a);
+        }
+        rwlock::init(l, a)
+    }
+}
+
+/// `pthread_rwlock_destroy(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_destroy(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_destroy(l);
+        }
+        rwlock::destroy(l)
+    }
+}
+
+/// `pthread_rwlock_rdlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_rdlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_rdlock(l);
+        }
+        rwlock::rdlock(l, Wait::Block)
+    }
+}
+
+/// `pthread_rwlock_tryrdlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_tryrdlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_tryrdlock(l);
+        }
+        rwlock::rdlock(l, Wait::Try)
+    }
+}
+
+/// `pthread_rwlock_timedrdlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_timedrdlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
+    l: *mut pthread_rwlock_t,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_timedrdlock(l, t);
+        }
+        rwlock::rdlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
+    }
+}
+
+/// `pthread_rwlock_clockrdlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_clockrdlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
+    l: *mut pthread_rwlock_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_clockrdlock(l, k, t);
+        }
+        rwlock::rdlock(l, Wait::Until(k, t))
+    }
+}
+
+/// `pthread_rwlock_wrlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_wrlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_wrlock(l);
+        }
+        rwlock::wrlock(l, Wait::Block)
+    }
+}
+
+/// `pthread_rwlock_trywrlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_trywrlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_trywrlock(l);
+        }
+        rwlock::wrlock(l, Wait::Try)
+    }
+}
+
+/// `pthread_rwlock_timedwrlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_timedwrlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_timedwrlock(
+    l: *mut pthread_rwlock_t,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_timedwrlock(l, t);
+        }
+        rwlock::wrlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
+    }
+}
+
+/// `pthread_rwlock_clockwrlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_clockwrlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
+    l: *mut pthread_rwlock_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_clockwrlock(l, k, t);
+        }
+        rwlock::wrlock(l, Wait::Until(k, t))
+    }
+}
+
+/// `pthread_rwlock_unlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_unlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: our caller's contract is the C function's, which is what each
+    // implementation (and glibc) requires.
+    unsafe {
+        if mode::current() == Mode::Pthread {
+            fwd();
+            return real::pthread_rwlock_unlock(l);
+        }
+        rwlock::unlock(l)
+    }
+}

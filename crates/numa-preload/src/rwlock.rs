@@ -1,0 +1,422 @@
+//! `pthread_rwlock_*` on `cst_mutex::RawRwLock`, in place, under every
+//! `NUMA_LOCK` except `pthread` (the mutex-only locks `cna`, `queued` and `hq`
+//! have no reader-writer form, so their rwlocks are cst's).
+//!
+//! # Per-thread read table
+//!
+//! A cst read acquisition returns a guard naming the reader counter it used
+//! (the state word or its node's snode), and `pthread_rwlock_unlock` has no
+//! argument to carry it. Each thread keeps a table of the read locks it holds
+//! ([`MAX_READ_LOCKS`] entries: rwlock address, guard, depth) in a `const`
+//! thread-local without destructor (a plain TLS slot: no registration, no
+//! allocation). The table also gives POSIX's recursive read locks: a thread that
+//! already holds a read lock on the rwlock only bumps the depth, so it cannot
+//! deadlock behind a waiting writer (cst alone would: its readers do not
+//! recurse). A thread holding read locks on more than [`MAX_READ_LOCKS`]
+//! different rwlocks at once gets `EAGAIN` (POSIX: "the maximum number of read
+//! locks ... has been exceeded").
+//!
+//! # Return codes
+//!
+//! `EDEADLK` for `wrlock` or `rdlock` by the write holder, `EBUSY` from the
+//! `try` forms (and from `destroy` of a locked rwlock), `ETIMEDOUT`, `EINVAL` for
+//! a bad clock or `timespec`, `EPERM` for an unlock by a thread holding neither
+//! mode.
+//!
+//! Process-shared rwlocks are initialized by glibc (which sets `__shared`) and
+//! forwarded to glibc.
+
+use crate::layout::RwLockRepr;
+use crate::{real, stats, time};
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
+use core::sync::atomic::Ordering;
+use cst_mutex::{ExclusiveGuardState, RawRwLock, SharedGuardState};
+use libc::{clockid_t, pthread_rwlock_t, pthread_rwlockattr_t, timespec};
+use lock_api::{RawRwLock as _, RawRwLockTimed as _};
+
+/// Read locks on distinct rwlocks one thread can hold at once.
+pub const MAX_READ_LOCKS: usize = 32;
+
+struct ReadSlot {
+    lock: usize,
+    depth: u32,
+    guard: Option<SharedGuardState>,
+}
+
+const EMPTY: ReadSlot = ReadSlot {
+    lock: 0,
+    depth: 0,
+    guard: None,
+};
+
+/// This thread's read locks: `slots[..len]` holds every occupied slot (empty
+/// ones may sit below `len`), so a thread holding no read lock scans nothing.
+struct ReadTable {
+    len: usize,
+    slots: [ReadSlot; MAX_READ_LOCKS],
+}
+
+impl ReadTable {
+    /// The slot holding `addr`.
+    fn find(&mut self, addr: usize) -> Option<&mut ReadSlot> {
+        self.slots
+            .get_mut(..self.len)?
+            .iter_mut()
+            .find(|s| s.lock == addr)
+    }
+
+    /// Whether [`free_slot`](Self::free_slot) would find a slot.
+    fn has_free(&self) -> bool {
+        self.len < MAX_READ_LOCKS
+            || self
+                .slots
+                .get(..self.len)
+                .is_some_and(|s| s.iter().any(|s| s.lock == 0))
+    }
+
+    /// A free slot, growing `len` if need be; `None` when all are taken.
+    fn free_slot(&mut self) -> Option<&mut ReadSlot> {
+        let len = self.len;
+        let i = match self.slots.get(..len)?.iter().position(|s| s.lock == 0) {
+            Some(i) => i,
+            None if len < MAX_READ_LOCKS => {
+                self.len = len + 1;
+                len
+            }
+            None => return None,
+        };
+        self.slots.get_mut(i)
+    }
+
+    /// Drops empty slots from the end.
+    fn shrink(&mut self) {
+        while self.len > 0 && self.slots.get(self.len - 1).is_some_and(|s| s.lock == 0) {
+            self.len -= 1;
+        }
+    }
+}
+
+thread_local! {
+    static READS: UnsafeCell<ReadTable> = const {
+        UnsafeCell::new(ReadTable {
+            len: 0,
+            slots: [EMPTY; MAX_READ_LOCKS],
+        })
+    };
+}
+
+/// Runs `f` on this thread's read table.
+fn with_reads<R>(f: impl FnOnce(&mut ReadTable) -> R) -> R {
+    // SAFETY: the table is this thread's; lock functions do not re-enter each
+    // other while holding the reference (no user code runs inside `f`).
+    READS.with(|t| f(unsafe { &mut *t.get() }))
+}
+
+#[inline(always)]
+unsafe fn repr<'a>(l: *mut pthread_rwlock_t) -> &'a RwLockRepr {
+    // SAFETY: `RwLockRepr` has the size and alignment of `pthread_rwlock_t`
+    // (asserted in `layout`); every field is an integer or atomic.
+    unsafe { &*l.cast::<RwLockRepr>() }
+}
+
+#[inline(always)]
+unsafe fn raw<'a>(l: *mut pthread_rwlock_t) -> &'a RawRwLock {
+    // SAFETY: `RawRwLock` fits at offset 0 (asserted in `layout`), all-zero is
+    // its unlocked state, and in our modes only this code touches those bytes.
+    unsafe { &*l.cast::<RawRwLock>() }
+}
+
+fn me() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { libc::pthread_self() as u64 }
+}
+
+#[inline]
+fn forwarded(r: &RwLockRepr) -> bool {
+    r.shared != 0
+}
+
+/// How a read or write acquisition waits.
+#[derive(Clone, Copy)]
+pub enum Wait {
+    /// Untimed.
+    Block,
+    /// The `try` form.
+    Try,
+    /// Until `abstime` on `clock`.
+    Until(clockid_t, *const timespec),
+}
+
+/// `pthread_rwlock_init`.
+///
+/// # Safety
+///
+/// `l` is writable; `attr` is null or initialized.
+pub unsafe fn init(l: *mut pthread_rwlock_t, attr: *const pthread_rwlockattr_t) -> c_int {
+    let mut kind = 0;
+    if !attr.is_null() {
+        let mut pshared = libc::PTHREAD_PROCESS_PRIVATE;
+        // SAFETY: `attr` is initialized (caller's contract); locals as outputs.
+        unsafe {
+            real::pthread_rwlockattr_getpshared(attr, &mut pshared);
+            libc::pthread_rwlockattr_getkind_np(attr, &mut kind);
+        }
+        if pshared != libc::PTHREAD_PROCESS_PRIVATE {
+            // SAFETY: caller's contract; glibc owns this rwlock from now on.
+            return unsafe { real::pthread_rwlock_init(l, attr) };
+        }
+    }
+    // SAFETY: `l` is writable for 56 bytes (caller's contract).
+    unsafe {
+        core::ptr::write_bytes(l.cast::<u8>(), 0, core::mem::size_of::<pthread_rwlock_t>());
+        (*l.cast::<RwLockRepr>()).flags = u32::try_from(kind).unwrap_or(0);
+    }
+    0
+}
+
+/// `pthread_rwlock_destroy`: `EBUSY` while locked; frees cst's snodes.
+///
+/// # Safety
+///
+/// `l` is live and no thread uses it concurrently.
+pub unsafe fn destroy(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: caller's contract.
+    let r = unsafe { repr(l) };
+    if forwarded(r) {
+        // SAFETY: glibc's rwlock.
+        return unsafe { real::pthread_rwlock_destroy(l) };
+    }
+    // SAFETY: caller's contract.
+    if unsafe { raw(l) }.is_locked() {
+        return libc::EBUSY;
+    }
+    let flags = r.flags;
+    // SAFETY: unused by anyone (caller's contract): drop in place, then reset
+    // the bytes to an unlocked rwlock with the same flags.
+    unsafe {
+        core::ptr::drop_in_place(l.cast::<RawRwLock>());
+        core::ptr::write_bytes(l.cast::<u8>(), 0, core::mem::size_of::<pthread_rwlock_t>());
+        (*l.cast::<RwLockRepr>()).flags = flags;
+    }
+    0
+}
+
+/// Converts a validated timed wait into a deadline, or `ETIMEDOUT`.
+///
+/// # Safety
+///
+/// `abstime` is a valid `timespec` (checked on entry with `time::valid`).
+unsafe fn deadline(
+    clock: clockid_t,
+    abstime: *const timespec,
+) -> Result<std::time::Instant, c_int> {
+    // SAFETY: caller's contract.
+    unsafe { time::deadline(clock, abstime) }
+}
+
+/// `pthread_rwlock_{rd,tryrd,timedrd,clockrd}lock`.
+///
+/// # Safety
+///
+/// `l` is live; a timed `abstime` is null or readable.
+pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
+    // SAFETY: caller's contract.
+    let r = unsafe { repr(l) };
+    if forwarded(r) {
+        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: glibc's rwlock, forwarded unchanged.
+        return unsafe {
+            match wait {
+                Wait::Block => real::pthread_rwlock_rdlock(l),
+                Wait::Try => real::pthread_rwlock_tryrdlock(l),
+                Wait::Until(c, t) => real::pthread_rwlock_clockrdlock(l, c, t),
+            }
+        };
+    }
+    // As glibc: a bad clock or `timespec` is EINVAL before anything else.
+    if let Wait::Until(c, ts) = wait {
+        // SAFETY: `ts` is null or readable (caller's contract).
+        let ok = time::clock_ok(c) && unsafe { time::valid(ts) };
+        if !ok {
+            return libc::EINVAL;
+        }
+    }
+    if r.writer.load(Ordering::Relaxed) == me() {
+        return if matches!(wait, Wait::Try) {
+            libc::EBUSY
+        } else {
+            libc::EDEADLK
+        };
+    }
+    let addr = l as usize;
+    // SAFETY: caller's contract.
+    let rw = unsafe { raw(l) };
+    with_reads(|t| {
+        if let Some(s) = t.find(addr) {
+            return match s.depth.checked_add(1) {
+                Some(d) => {
+                    s.depth = d;
+                    if stats::enabled() {
+                        stats::READ.acquired(false, None);
+                    }
+                    0
+                }
+                None => libc::EAGAIN,
+            };
+        }
+        if !t.has_free() {
+            return libc::EAGAIN;
+        }
+        let mut contended = false;
+        let guard = match rw.try_lock_shared() {
+            Some(g) => g,
+            None => {
+                contended = true;
+                match wait {
+                    Wait::Try => return libc::EBUSY,
+                    Wait::Block => rw.lock_shared(),
+                    // SAFETY: `abstime` was validated on entry.
+                    Wait::Until(c, ts) => match unsafe { deadline(c, ts) } {
+                        Err(e) => return e,
+                        Ok(at) => match rw.try_lock_shared_until(at) {
+                            Some(g) => g,
+                            None => return libc::ETIMEDOUT,
+                        },
+                    },
+                }
+            }
+        };
+        match t.free_slot() {
+            Some(slot) => {
+                *slot = ReadSlot {
+                    lock: addr,
+                    depth: 1,
+                    guard: Some(guard),
+                }
+            }
+            // Unreachable (`has_free` above, and only this thread uses the
+            // table); release rather than keep an untracked read lock.
+            None => {
+                // SAFETY: `guard` is our read acquisition of `rw`, just made.
+                unsafe { rw.unlock_shared(guard) };
+                return libc::EAGAIN;
+            }
+        }
+        if stats::enabled() {
+            stats::READ.acquired(contended, None);
+        }
+        0
+    })
+}
+
+/// `pthread_rwlock_{wr,trywr,timedwr,clockwr}lock`.
+///
+/// # Safety
+///
+/// As for [`rdlock`].
+pub unsafe fn wrlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
+    // SAFETY: caller's contract.
+    let r = unsafe { repr(l) };
+    if forwarded(r) {
+        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: glibc's rwlock, forwarded unchanged.
+        return unsafe {
+            match wait {
+                Wait::Block => real::pthread_rwlock_wrlock(l),
+                Wait::Try => real::pthread_rwlock_trywrlock(l),
+                Wait::Until(c, t) => real::pthread_rwlock_clockwrlock(l, c, t),
+            }
+        };
+    }
+    // As glibc: a bad clock or `timespec` is EINVAL before anything else.
+    if let Wait::Until(c, ts) = wait {
+        // SAFETY: `ts` is null or readable (caller's contract).
+        let ok = time::clock_ok(c) && unsafe { time::valid(ts) };
+        if !ok {
+            return libc::EINVAL;
+        }
+    }
+    let me = me();
+    if r.writer.load(Ordering::Relaxed) == me {
+        return if matches!(wait, Wait::Try) {
+            libc::EBUSY
+        } else {
+            libc::EDEADLK
+        };
+    }
+    // SAFETY: caller's contract.
+    let rw = unsafe { raw(l) };
+    let mut contended = false;
+    if rw.try_lock_exclusive().is_none() {
+        contended = true;
+        match wait {
+            Wait::Try => return libc::EBUSY,
+            Wait::Block => {
+                rw.lock_exclusive();
+            }
+            // SAFETY: `abstime` was validated on entry.
+            Wait::Until(c, ts) => match unsafe { deadline(c, ts) } {
+                Err(e) => return e,
+                Ok(at) => {
+                    if rw.try_lock_exclusive_until(at).is_none() {
+                        return libc::ETIMEDOUT;
+                    }
+                }
+            },
+        }
+    }
+    r.writer.store(me, Ordering::Relaxed);
+    if stats::enabled() {
+        stats::WRITE.acquired(contended, None);
+    }
+    0
+}
+
+/// `pthread_rwlock_unlock`: a read unlock if this thread's table holds `l`,
+/// else a write unlock by the write holder, else `EPERM`.
+///
+/// # Safety
+///
+/// `l` is live.
+pub unsafe fn unlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: caller's contract.
+    let r = unsafe { repr(l) };
+    if forwarded(r) {
+        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: glibc's rwlock.
+        return unsafe { real::pthread_rwlock_unlock(l) };
+    }
+    // SAFETY: caller's contract.
+    let rw = unsafe { raw(l) };
+    let addr = l as usize;
+    let read = with_reads(|t| {
+        let s = t.find(addr)?;
+        s.depth = s.depth.saturating_sub(1);
+        if s.depth > 0 {
+            return Some(None);
+        }
+        s.lock = 0;
+        let g = s.guard.take();
+        t.shrink();
+        Some(g)
+    });
+    match read {
+        Some(None) => 0,
+        Some(Some(g)) => {
+            // SAFETY: `g` is the guard of this thread's read acquisition of `l`.
+            unsafe { rw.unlock_shared(g) };
+            0
+        }
+        None => {
+            if r.writer.load(Ordering::Relaxed) != me() {
+                return libc::EPERM;
+            }
+            r.writer.store(0, Ordering::Relaxed);
+            // SAFETY: we hold the write lock; a new guard state releases any
+            // exclusive acquisition (its node is only a hint).
+            unsafe { rw.unlock_exclusive(ExclusiveGuardState::new()) };
+            0
+        }
+    }
+}

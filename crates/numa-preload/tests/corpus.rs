@@ -1,0 +1,232 @@
+//! Runs the C corpus in `tests/c/` under every `NUMA_LOCK` value with the
+//! interposer preloaded, and checks each program's verdict and that our code
+//! (not glibc) served its locks, from the `NUMA_LOCK_STATS=1` lines.
+//!
+//! The interposer is built by a nested `cargo build --release -p numa-preload`
+//! in its own target directory (`<target>/preload-test`): inside an
+//! `--all-features` workspace build, numa-spin's `stats` feature is on and its
+//! locks no longer fit in a `pthread_mutex_t` (see `layout::NUMA_SPIN_FITS`),
+//! and a nested cargo cannot share the outer build's locked target directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const MODES: [&str; 5] = ["pthread", "cna", "queued", "hq", "cst"];
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The workspace target directory (the test binary is `<target>/<profile>/deps/x`).
+fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.ancestors().nth(3).expect("target dir").to_path_buf()
+}
+
+/// Builds the interposer once per test process; its path.
+fn preload_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = target_dir().join("preload-test");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "-p", "numa-preload", "--target-dir"])
+            .arg(&dir)
+            .current_dir(crate_dir())
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build -p numa-preload failed");
+        let lib = dir.join("release/libnuma_preload.so");
+        assert!(lib.exists(), "{} missing", lib.display());
+        lib
+    })
+}
+
+/// Whether a C compiler is there (the tests are skipped, loudly, without one).
+fn have_cc() -> bool {
+    let ok = Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED: no `cc` on PATH; the C corpus needs a C compiler");
+    }
+    ok
+}
+
+fn compile(name: &str) -> PathBuf {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("preload-{name}"));
+    let src = crate_dir().join(format!("tests/c/{name}.c"));
+    let o = Command::new("cc")
+        .args(["-O2", "-Wall", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("run cc");
+    assert!(
+        o.status.success(),
+        "cc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+fn run(bin: &Path, mode: &str) -> Output {
+    Command::new("timeout")
+        .arg("300")
+        .arg(bin)
+        .env("LD_PRELOAD", preload_lib())
+        .env("NUMA_LOCK", mode)
+        .env("NUMA_LOCK_STATS", "1")
+        .output()
+        .expect("run test program")
+}
+
+/// The value of `key=` on the stats line of `kind`.
+fn stat(stderr: &str, kind: &str, key: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("numa-preload: ") && l.contains(&format!(" kind={kind} ")))
+        .unwrap_or_else(|| panic!("no stats line for {kind} in:\n{stderr}"));
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+/// Compiles `name.c`, runs it under every mode; returns each mode's stderr.
+fn corpus(name: &str) -> Vec<(&'static str, String)> {
+    let bin = compile(name);
+    let mut all = Vec::new();
+    for mode in MODES {
+        let o = run(&bin, mode);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            o.status.success() && stdout.contains(&format!("{name}: ok")),
+            "{name} under NUMA_LOCK={mode}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            o.status
+        );
+        assert!(stderr.contains(&format!("lock={mode} ")), "{stderr}");
+        if mode == "pthread" {
+            assert_eq!(stat(&stderr, "mutex", "acquisitions"), 0);
+            assert!(
+                stat(&stderr, "condvar", "forwarded_to_glibc") > 0,
+                "{stderr}"
+            );
+        } else {
+            assert!(stat(&stderr, "mutex", "acquisitions") > 0, "{stderr}");
+        }
+        all.push((mode, stderr));
+    }
+    all
+}
+
+#[test]
+fn mutex_types() {
+    if !have_cc() {
+        return;
+    }
+    for (mode, err) in corpus("mutex_types") {
+        if mode != "pthread" {
+            // The robust, PI, PP and pshared mutexes went to glibc.
+            assert!(
+                stat(&err, "condvar", "forwarded_to_glibc") > 0,
+                "{mode}: {err}"
+            );
+            assert!(stat(&err, "mutex", "contended") > 0, "{mode}: {err}");
+        }
+    }
+}
+
+#[test]
+fn cond() {
+    if !have_cc() {
+        return;
+    }
+    let bin_refs_232 = Command::new("nm")
+        .args(["-D", "--undefined-only"])
+        .arg(compile("cond"))
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("pthread_cond_wait@GLIBC_2.3.2"));
+    if let Ok(refs) = bin_refs_232 {
+        assert!(refs, "the corpus should link pthread_cond_wait@GLIBC_2.3.2");
+    }
+    for (mode, err) in corpus("cond") {
+        if mode != "pthread" {
+            // pthread_cond_wait@GLIBC_2.3.2 and pthread_cond_clockwait@GLIBC_2.34
+            // reached our condvar: waits and the 5 timeouts were counted here.
+            assert!(stat(&err, "condvar", "waits") > 0, "{mode}: {err}");
+            assert!(stat(&err, "condvar", "timeouts") >= 5, "{mode}: {err}");
+        }
+    }
+}
+
+#[test]
+fn rwlock() {
+    if !have_cc() {
+        return;
+    }
+    for (mode, err) in corpus("rwlock") {
+        if mode != "pthread" {
+            assert!(
+                stat(&err, "rwlock-read", "acquisitions") >= 18_000,
+                "{mode}: {err}"
+            );
+            assert!(
+                stat(&err, "rwlock-write", "acquisitions") >= 6_000,
+                "{mode}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fork() {
+    if !have_cc() {
+        return;
+    }
+    corpus("fork");
+}
+
+#[test]
+fn threads() {
+    if !have_cc() {
+        return;
+    }
+    for (mode, err) in corpus("threads") {
+        if mode != "pthread" {
+            assert!(
+                stat(&err, "mutex", "acquisitions") >= 5_000 * 50,
+                "{mode}: {err}"
+            );
+        }
+    }
+}
+
+/// A bad `NUMA_LOCK` stops the program before `main` with one line naming the
+/// variable and the accepted values.
+#[test]
+fn bad_numa_lock_stops_before_main() {
+    if !have_cc() {
+        return;
+    }
+    let bin = compile("threads");
+    for bad in ["CNA", "mcs", "glibc"] {
+        let o = run(&bin, bad);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(!stdout.contains("ok"), "main ran under NUMA_LOCK={bad}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("NUMA_LOCK=\"{bad}\""))
+                && stderr.contains("cna, hq, queued, cst, pthread"),
+            "{stderr}"
+        );
+    }
+}
