@@ -6,9 +6,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (libhwloc-dev libudev-dev pkg-config python3 git)"
+# sysbench, kyotocabinet-utils, libleveldb-dev and g++: the real programs that
+# numa-preload's check runs on our locks (scripts/preload-check.sh).
+step "system packages (libhwloc-dev libudev-dev pkg-config python3 git sysbench kyotocabinet-utils libleveldb-dev g++)"
 missing=()
-for pkg in libhwloc-dev libudev-dev pkg-config python3 git; do
+for pkg in libhwloc-dev libudev-dev pkg-config python3 git sysbench kyotocabinet-utils libleveldb-dev g++; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
@@ -34,7 +36,10 @@ cargo test --workspace --exclude parking_lot --all-features --release
 step "cargo doc (RUSTDOCFLAGS=-D warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude parking_lot --no-deps --all-features
 
-step "parking_lot 0.12 drop-in: clippy, tests and docs per backend, the builds that must fail"
+step "numa-preload: the C corpus under every NUMA_LOCK, one short point of sysbench, LevelDB and kccachetest per lock"
+scripts/preload-check.sh
+
+step "parking_lot 0.12 drop-in: clippy, tests and docs per backend, the builds that must fail, tokio's tests"
 scripts/parking-lot-compat-check.sh
 
 step "numa-spin built without hwloc links no C library"
