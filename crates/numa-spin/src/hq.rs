@@ -89,13 +89,20 @@
 //!
 //! Every ordering carries its argument at the site. The loom models of
 //! `tests/loom.rs` (`hq_*`) check mutual exclusion, the local-then-remote
-//! hand-off, arrivals racing the release and the unbind, pool exhaustion and
-//! the mode switch, but they do not yet show every ordering necessary: of the
-//! 24 one-step weakenings of this file that `scripts/ordering-mutants.py`
-//! makes, 5 make a model fail and 19 do not (waiters that park synchronize
-//! through the futex model's bucket lock, which hides the orderings of the
-//! hand-off). Until models that spin without parking cover those paths, HQ is
-//! **experimental**: prefer [`crate::Mutex`] (CNA) in production.
+//! hand-off, arrivals racing the release and the unbind, pool exhaustion, the
+//! mode switch, `unlock_fair`, and (`hq_spin_*`, waiters that spin instead of
+//! parking, so that no futex-model lock orders the hand-offs) the plain queue,
+//! a shared node queue, two node queues and a node queue's re-entry with only
+//! the lock's own orderings between the waiters. `scripts/ordering-mutants.py`
+//! weakens every Acquire, Release and AcqRel of this file one step at a time:
+//! each weakening makes a model fail, except at the sites listed with their
+//! argument in `scripts/ordering-mutants.allow` (the queue links, whose only
+//! effect is a modification order loom does not produce, and the join after a
+//! mode switch on a reused metadata entry, beyond the models' budget). The
+//! orderings no model needed and no argument required were weakened to Relaxed
+//! with the argument at the site (`leave`, the binding CAS, the gate check,
+//! `END_OF_CHAIN`). Measured so far on 2 CPUs with virtual nodes only: HQ's
+//! NUMA gains on real multi-node machines are the RFC's, not yet ours.
 
 use crossbeam_utils::CachePadded;
 
