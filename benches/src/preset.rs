@@ -141,7 +141,7 @@ fn gain(new: f64, base: f64) -> String {
 }
 
 /// The point of `lock` at `threads` threads.
-fn point<'a>(points: &'a [Point], lock: LockName, threads: usize) -> Option<&'a Point> {
+fn point(points: &[Point], lock: LockName, threads: usize) -> Option<&Point> {
     points
         .iter()
         .find(|p| p.lock == lock.as_str() && p.threads == threads)
