@@ -747,7 +747,10 @@ fn hq_pool_exhausted_falls_back_to_plain_mode() {
     let cfg = hq_config(1000, u64::MAX);
     loom_hooks::set_loom_pool_size(1);
     // Bound 0: both queue heads spin at once, waiting for main (see
-    // `model_bounded`).
+    // `model_bounded`). Measured at bound 1: after 120 s an execution trips the
+    // spin limit in `wait_for_lock`, A (global head of lock 1) spinning while
+    // main, unparked by A's enqueue, stays runnable but unscheduled (loom's
+    // scheduler, tokio-rs/loom#53), so the model stays at bound 0.
     model_bounded(Some(0), move || {
         loom_hooks::reset_loom_enqueues();
         let one = Shared::<Hq>::new(cfg);
