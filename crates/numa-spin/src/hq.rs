@@ -975,9 +975,8 @@ impl<T: Tunables> RawHqLock<T> {
             // word's Release/Acquire: every earlier leaver's accesses
             // happen-before the last one out, which frees `m` with Release. The
             // count itself is a chain of read-modify-writes, exact without
-            // ordering, and continues the release sequence of the binding (or
-            // switch) CAS that joiners acquire whatever the orderings of the
-            // decrements.
+            // ordering, and continues the release sequence of a mode switch's
+            // CAS, which joiners acquire, whatever the decrements' orderings.
             match self
                 .tail
                 .compare_exchange_weak(t, new, Ordering::Relaxed, Ordering::Relaxed)
