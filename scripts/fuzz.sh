@@ -10,7 +10,8 @@
 # upstream after 2.9): those are listed as "upstream hwloc" and do not fail.
 #
 # Environment: FUZZ_SECS (seconds per target), FUZZ_TARGETS (space-separated
-# subset), CARGO_TARGET_DIR (default fuzz/target).
+# subset), CARGO_TARGET_DIR (default fuzz/target), LOCK_OPS_LOCK (lock_ops:
+# run every input against this registry lock, e.g. hq).
 set -uo pipefail
 cd "$(dirname "$0")/../fuzz"
 

@@ -56,6 +56,7 @@ pub mod machine;
 pub mod metrics;
 pub mod ours;
 pub mod plot;
+pub mod preset;
 pub mod report;
 pub mod workloads;
 

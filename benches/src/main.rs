@@ -4,6 +4,9 @@
 //! - `numa-bench compare [--quick] [--out DIR] [--repeat N] [--hog N]`: the default
 //!   suite; prints a table and writes JSON, CSV and SVG plots into
 //!   `results/<timestamp>/`.
+//! - `numa-bench compare --preset hq [--quick] [--repeat N]`: the HQ spinlock
+//!   RFC's table (locktorture, `hq` vs `queued` and `cna`, 1-32 threads, 1, 2
+//!   and 4 nodes; gains and fairness factors), see [`numa_bench::preset`].
 //! - `numa-bench run --lock L --workload W --threads N [--json]`: one point.
 //! - `numa-bench diff OLD NEW`: two result directories compared point by point.
 //! - `numa-bench topology`: the machine's layout.
@@ -15,7 +18,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use numa_bench::BenchError;
 use numa_bench::compare::{
@@ -153,8 +156,21 @@ struct WorkloadParams {
     burst: usize,
 }
 
+/// A named comparison (`compare --preset`).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Preset {
+    /// The HQ spinlock RFC's table: locktorture with hq, queued and cna at 1, 2,
+    /// 4, 8, 16, 32 threads (or --threads) on 1, 2 and 4 nodes (or
+    /// --virtual-nodes N); gain of hq over queued and cna, fairness factors.
+    Hq,
+}
+
 #[derive(Args, Debug)]
 struct CompareArgs {
+    /// A named comparison instead of the default suite (`hq`: the HQ spinlock
+    /// RFC's table; ~4.5 min, --quick ~25 s).
+    #[arg(long, value_enum, conflicts_with_all = ["locks", "workloads"])]
+    preset: Option<Preset>,
     /// The ~20 s version (the CI smoke test).
     #[arg(long)]
     quick: bool,
@@ -297,7 +313,45 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+fn compare_hq_preset(args: &CompareArgs) -> Result<(), Box<dyn Error>> {
+    use numa_bench::preset::{
+        HQ_PRESET_NODES, HQ_PRESET_THREADS, HqPresetOptions, render_hq_preset, run_hq_preset,
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        PathBuf::from("results").join(format!("{}-hq", numa_bench::compare::utc_timestamp(now)))
+    });
+    let opts = HqPresetOptions {
+        threads: args
+            .threads
+            .clone()
+            .unwrap_or_else(|| HQ_PRESET_THREADS.to_vec()),
+        nodes: args
+            .common
+            .virtual_nodes
+            .map_or_else(|| HQ_PRESET_NODES.to_vec(), |n| vec![n]),
+        duration: args.duration,
+        quick: args.quick,
+        repeat: args.repeat,
+        out,
+        remote_penalty_ns: args.common.remote_penalty_ns,
+        progress: true,
+    };
+    let result = run_hq_preset(&opts)?;
+    print!("{}", render_hq_preset(&result));
+    eprintln!(
+        "wrote hq_preset.txt and one compare directory per node count to {}",
+        opts.out.display()
+    );
+    Ok(())
+}
+
 fn compare(args: &CompareArgs) -> Result<(), Box<dyn Error>> {
+    if let Some(Preset::Hq) = args.preset {
+        return compare_hq_preset(args);
+    }
     let cpus = Machine::detect().cpus;
     let workloads = args
         .workloads

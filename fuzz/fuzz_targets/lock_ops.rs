@@ -8,7 +8,9 @@
 //!   numa-spin's `cna` and `queued`, cst-mutex's `cst` (`Mutex` + `Condvar`) and
 //!   `cst-rw`, and parking_lot's `parking_lot` and `parking_lot-rw` as baselines
 //!   for the harness itself. The operations follow the lock's shape (timed or
-//!   not, condvar or not, reader-writer);
+//!   not, condvar or not, reader-writer). With `LOCK_OPS_LOCK=<name>` in the
+//!   environment (`hq`, `cna`, ...) byte 0 is ignored and every input runs
+//!   against that lock;
 //! * byte 1: thread count, `2 + byte % 3`;
 //! * every further byte is one operation; byte `i` goes to thread `i % n`
 //!   (at most [`MAX_OPS_PER_THREAD`] per thread). Its low 5 bits pick the
@@ -61,12 +63,34 @@ fuzz_target!(|data: &[u8]| {
             p.push(b);
         }
     }
-    let count = registry::lock_api_locks().count();
-    let lock = registry::lock_api_locks()
-        .nth(usize::from(data[0]) % count)
-        .expect("index below the count");
+    let lock = match pinned_lock() {
+        Some(lock) => lock,
+        None => {
+            let count = registry::lock_api_locks().count();
+            registry::lock_api_locks()
+                .nth(usize::from(data[0]) % count)
+                .expect("index below the count")
+        }
+    };
     registry::visit_lock_api(lock, &mut Run(&programs));
 });
+
+/// The lock named by `LOCK_OPS_LOCK` (e.g. `hq`), if set: every input runs
+/// against it, byte 0 is ignored (a fuzz run focused on one lock).
+///
+/// # Panics
+/// If the variable names no lock_api lock of the registry.
+fn pinned_lock() -> Option<&'static LockInfo> {
+    static PINNED: std::sync::OnceLock<Option<&'static LockInfo>> = std::sync::OnceLock::new();
+    *PINNED.get_or_init(|| {
+        let name = std::env::var("LOCK_OPS_LOCK").ok()?;
+        Some(
+            registry::lock_api_locks()
+                .find(|l| l.name == name)
+                .unwrap_or_else(|| panic!("LOCK_OPS_LOCK={name}: no lock_api lock of that name")),
+        )
+    })
+}
 
 /// Runs the programs against a fresh lock of the visited registry lock.
 struct Run<'a>(&'a [Vec<u8>]);

@@ -89,13 +89,20 @@
 //!
 //! Every ordering carries its argument at the site. The loom models of
 //! `tests/loom.rs` (`hq_*`) check mutual exclusion, the local-then-remote
-//! hand-off, arrivals racing the release and the unbind, pool exhaustion and
-//! the mode switch, but they do not yet show every ordering necessary: of the
-//! 24 one-step weakenings of this file that `scripts/ordering-mutants.py`
-//! makes, 5 make a model fail and 19 do not (waiters that park synchronize
-//! through the futex model's bucket lock, which hides the orderings of the
-//! hand-off). Until models that spin without parking cover those paths, HQ is
-//! **experimental**: prefer [`crate::Mutex`] (CNA) in production.
+//! hand-off, arrivals racing the release and the unbind, pool exhaustion, the
+//! mode switch, `unlock_fair`, and (`hq_spin_*`, waiters that spin instead of
+//! parking, so that no futex-model lock orders the hand-offs) the plain queue,
+//! a shared node queue, two node queues and a node queue's re-entry with only
+//! the lock's own orderings between the waiters. `scripts/ordering-mutants.py`
+//! weakens every Acquire, Release and AcqRel of this file one step at a time:
+//! each weakening makes a model fail, except at the sites listed with their
+//! argument in `scripts/ordering-mutants.allow` (the queue links, whose only
+//! effect is a modification order loom does not produce, and the join after a
+//! mode switch on a reused metadata entry, beyond the models' budget). The
+//! orderings no model needed and no argument required were weakened to Relaxed
+//! with the argument at the site (`leave`, the binding CAS, the gate check,
+//! `END_OF_CHAIN`). Measured so far on 2 CPUs with virtual nodes only: HQ's
+//! NUMA gains on real multi-node machines are the RFC's, not yet ours.
 
 use crossbeam_utils::CachePadded;
 
@@ -274,6 +281,8 @@ impl Pool {
 
     /// Returns entry `m` (all its queues empty) to the pool.
     fn free(&self, m: u32) {
+        #[cfg(numa_loom)]
+        self.assert_empty(m);
         // Release: our accesses to the entry, and every earlier waiter's (which
         // happen-before ours through the lock word: see `leave`), happen-before
         // the next claim's Acquire.
@@ -282,6 +291,30 @@ impl Pool {
 
     fn meta(&self, m: u32) -> &Meta {
         &self.metas[m as usize]
+    }
+
+    /// Under loom: checks that entry `m` is free to reuse (the list and every
+    /// node queue empty) when its last user returns it. The freeing thread's
+    /// view holds every earlier user's last access (see `RawHqLock::leave`), so
+    /// these loads read the final values; a stale list tail (a list that a lost
+    /// or stale link left non-empty) fails the model here rather than in a
+    /// later binding of the entry.
+    #[cfg(numa_loom)]
+    fn assert_empty(&self, m: u32) {
+        let meta = self.meta(m);
+        // Relaxed: see above; a check, not part of the algorithm.
+        let gtail = meta.gtail.load(Ordering::Relaxed);
+        assert_eq!(
+            gtail, 0,
+            "numa-spin: HQ metadata {m} freed with a non-empty list"
+        );
+        for (n, q) in meta.queues.iter().enumerate() {
+            let tail = q.tail.load(Ordering::Relaxed);
+            assert_eq!(
+                tail, 0,
+                "numa-spin: HQ metadata {m} freed with node queue {n} non-empty"
+            );
+        }
     }
 }
 
@@ -536,11 +569,14 @@ impl<T: Tunables> RawHqLock<T> {
                 if t >> COUNT_SHIFT == COUNT_MAX {
                     break None;
                 }
-                // Acquire on success: pairs with the Release of the binding CAS
-                // (the count increments and decrements between continue its
-                // release sequence), so the claim of the metadata, and through
-                // it the previous binding's last accesses, happen-before our
-                // accesses to it. Relaxed on failure: we retry.
+                // Acquire on success: pairs with the Release of the mode switch's
+                // CAS (the count increments and decrements between continue its
+                // release sequence), so the switcher's claim of the metadata, and
+                // through it the previous binding's close of the gate, happen-
+                // before our read of the gate: after a switch the gate must read
+                // closed until the frozen plain queue has drained. (A binding CAS
+                // publishes nothing a joiner needs: see the bind below.) Relaxed
+                // on failure: we retry.
                 match self.tail.compare_exchange_weak(
                     t,
                     (t + COUNT_ONE) | strict,
@@ -581,16 +617,26 @@ impl<T: Tunables> RawHqLock<T> {
                 }
             } else {
                 let m = claimed.expect("claimed above");
-                // No plain queue ahead: open the gate. Relaxed: published by the
-                // Release of the binding CAS below (the entry is ours until then).
+                // No plain queue ahead: open the gate. Relaxed: a joiner that
+                // reads the gate before this store is visible only waits a little
+                // longer (see the binding CAS below).
                 pool().meta(m).gate.store(GO, Ordering::Relaxed);
                 let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (t & NO_STEAL) | strict;
-                // Release on success: publishes our claim of `m` (whose Acquire
-                // made the previous binding's accesses visible) to the waiters
-                // that join with an Acquire increment. Relaxed on failure.
+                // Relaxed (both): a joiner needs nothing of ours through this
+                // CAS. The gate it reads is GO (ours) or, stale, the previous
+                // binding's value: GO, or the close, after which it waits in
+                // `wait_signal` until our GO is visible (a read-modify-write
+                // there reads it, so it never parks on the stale value). Every
+                // other field it reads is either only read-modify-written (node
+                // queue tails, the list tail: each reads the latest value) or
+                // reset by the node queue's local head, which is ordered after
+                // the previous binding's accesses to that queue by the queue
+                // tail's Release clearing CAS / AcqRel swap (`pass_numa`,
+                // `lock_numa`). The joiners of a mode switch do need the claim:
+                // see `try_switch`.
                 match self
                     .tail
-                    .compare_exchange_weak(t, new, Ordering::Release, Ordering::Relaxed)
+                    .compare_exchange_weak(t, new, Ordering::Relaxed, Ordering::Relaxed)
                 {
                     Ok(_) => {
                         claimed = None;
@@ -704,7 +750,10 @@ impl<T: Tunables> RawHqLock<T> {
         // AcqRel on success. Acquire: the last plain waiter's initialization of
         // its node (`next = 0`, before its Release enqueue CAS, which we read)
         // happens-before our END_OF_CHAIN store into it. Release: publishes our
-        // claim of `m` to the waiters that join with an Acquire increment.
+        // claim of `m`, and through it the previous binding's close of the
+        // gate, to the waiters that join with an Acquire increment: they must
+        // find the gate closed (not that binding's stale GO) until the frozen
+        // plain queue's last waiter opens it.
         // Relaxed on failure: a waiter enqueued meanwhile; the next head retries.
         match self
             .tail
@@ -926,9 +975,8 @@ impl<T: Tunables> RawHqLock<T> {
             // word's Release/Acquire: every earlier leaver's accesses
             // happen-before the last one out, which frees `m` with Release. The
             // count itself is a chain of read-modify-writes, exact without
-            // ordering, and continues the release sequence of the binding (or
-            // switch) CAS that joiners acquire whatever the orderings of the
-            // decrements.
+            // ordering, and continues the release sequence of a mode switch's
+            // CAS, which joiners acquire, whatever the decrements' orderings.
             match self
                 .tail
                 .compare_exchange_weak(t, new, Ordering::Relaxed, Ordering::Relaxed)

@@ -111,8 +111,8 @@
 //! - [`backoff`]: spinning calibrated in ns.
 //! - [`hq`]: the HQ lock ([`RawHqMutex`], [`HqMutex`]): per-NUMA-node queues in a
 //!   list, local then remote hand-offs, metadata bound from a pool while contended
-//!   (the HQ spinlock RFC, Huawei 2025). Experimental: see its memory-orderings
-//!   section.
+//!   (the HQ spinlock RFC, Huawei 2025). Measured on virtual nodes only so far;
+//!   see its memory-orderings section for how its orderings are checked.
 //!
 //! # Cargo features
 //!

@@ -30,7 +30,7 @@
 //! queue by then), so it waits in the queue like everyone else. Only if 2^31 - 1
 //! codes are taken, or the system allocator fails, does `current()` return `None`;
 //! the lock then falls back to waiting without a queue node (see
-//! [`lock_unqueued`]).
+//! `lock_unqueued`).
 //!
 //! The registry is lock-free and never calls the `#[global_allocator]` (segments
 //! come from [`std::alloc::System`]), so a numa-spin lock can be the lock *inside*

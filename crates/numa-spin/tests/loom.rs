@@ -747,7 +747,10 @@ fn hq_pool_exhausted_falls_back_to_plain_mode() {
     let cfg = hq_config(1000, u64::MAX);
     loom_hooks::set_loom_pool_size(1);
     // Bound 0: both queue heads spin at once, waiting for main (see
-    // `model_bounded`).
+    // `model_bounded`). Measured at bound 1: after 120 s an execution trips the
+    // spin limit in `wait_for_lock`, A (global head of lock 1) spinning while
+    // main, unparked by A's enqueue, stays runnable but unscheduled (loom's
+    // scheduler, tokio-rs/loom#53), so the model stays at bound 0.
     model_bounded(Some(0), move || {
         loom_hooks::reset_loom_enqueues();
         let one = Shared::<Hq>::new(cfg);
@@ -998,5 +1001,75 @@ fn hq_spin_mode_switch() {
     assert!(
         loom_hooks::loom_event_count("hq-switch") > switches,
         "never switched"
+    );
+}
+
+/// H (node 0) binds and M (node 1) joins; M's node queue enters the list behind
+/// H's and links it (queue 0's `gnext`). N (node 0) arrives after H's turn (H
+/// raises a Relaxed flag in its critical section, after its remote hand-off has
+/// emptied node queue 0), so N is the queue's new local head and resets its
+/// `gnext`: the reset must be ordered after M's link, which N sees only through
+/// H's clearing CAS of the queue's tail (N's view through main stops at M's
+/// list-tail swap, before M's link store; the flag is Relaxed). A stale link
+/// makes N, holding queue 0's turn with nobody behind it, hand the list's head
+/// to queue 1 once more and leave the list non-empty, which the last one out
+/// finds when it frees the metadata. Strict FIFO, so that N does not steal past
+/// M (it still may, from a stale view of the tail word).
+#[test]
+fn hq_spin_node_queue_reentry() {
+    static REENTRIES: AtomicUsize = AtomicUsize::new(0);
+    let cfg = hq_spin_config(1000, 0, 0);
+    model_bounded(Some(0), move || {
+        loom_hooks::reset_loom_enqueues();
+        let h_passed = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let shared = Shared::<Hq>::new(cfg);
+        shared.lock.acquire();
+        let mut handles = Vec::new();
+        for (i, node) in [0u32, 1].into_iter().enumerate() {
+            let shared = shared.clone();
+            let h_passed = h_passed.clone();
+            handles.push(thread::spawn(move || {
+                loom_hooks::set_loom_node(node);
+                shared.lock.acquire();
+                shared.record(i + 1);
+                if i == 0 {
+                    h_passed.store(true, StdOrdering::Relaxed);
+                }
+                // SAFETY: acquired above.
+                unsafe { shared.lock.release() };
+            }));
+            wait_for_enqueues(i + 1);
+        }
+        let n = {
+            let shared = shared.clone();
+            let h_passed = h_passed.clone();
+            thread::spawn(move || {
+                // Relaxed: no happens-before edge from H.
+                while !h_passed.load(StdOrdering::Relaxed) {
+                    thread::yield_now();
+                }
+                shared.critical(3, false);
+            })
+        };
+        shared.record(0);
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.release() };
+        for h in handles {
+            h.join().unwrap();
+        }
+        n.join().unwrap();
+        match shared.log().as_slice() {
+            [0, 1, 2, 3] => {
+                REENTRIES.fetch_add(1, StdOrdering::Relaxed);
+            }
+            // N stole the lock past M.
+            [0, 1, 3, 2] => {}
+            other => panic!("unexpected acquisition order {other:?}"),
+        }
+        assert!(!shared.lock.is_numa_bound(), "metadata left bound");
+    });
+    assert!(
+        REENTRIES.load(StdOrdering::Relaxed) > 0,
+        "N never re-entered node queue 0"
     );
 }
