@@ -1,9 +1,13 @@
-//! loom models of cst-mutex: 2-3 threads on 2 virtual nodes.
+//! loom models of cst-mutex: 2-4 threads on 2-3 virtual nodes.
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p cst-mutex --test loom`.
 //! Under loom, parking maps onto a loom-visible parking lot (see `src/sync.rs`)
-//! in which a timed park may time out at any point once queued.
+//! in which a timed park may time out at any point once queued. Every model
+//! counts the runs that reached the path it exists for and asserts the
+//! count is not 0. With `CST_LOOM_DEEP` set (`scripts/verify-deep.sh`), the
+//! models kept at bound 1 for the suite's budget run at
+//! `LOOM_MAX_PREEMPTIONS` instead (see `model_deep`).
 #![cfg(numa_loom)]
 
 use cst_mutex::{
@@ -70,6 +74,18 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 /// As [`model`] with the preemption bound fixed at `bound`.
 fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     model_with(bound, 1_000, f);
+}
+
+/// As [`model_with`], except that with `CST_LOOM_DEEP` set (as
+/// `scripts/verify-deep.sh` does) the bound is `LOOM_MAX_PREEMPTIONS` when
+/// that is higher: for models kept at a low bound only to fit the suite's
+/// budget.
+fn model_deep(bound: usize, max_branches: usize, f: impl Fn() + Sync + Send + 'static) {
+    let env = std::env::var_os("CST_LOOM_DEEP")
+        .and_then(|_| std::env::var("LOOM_MAX_PREEMPTIONS").ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    model_with(bound.max(env), max_branches, f);
 }
 
 /// As [`model_bounded`], also raising loom's limit on the scheduling branches
@@ -1282,8 +1298,12 @@ impl TimedUpgradeFlags {
 /// Counted: runs in which R1 saw readers parked (R2, behind the upgrade's
 /// `WRITER_BIT`) while inside and the upgrade then timed out; runs in which
 /// the upgraded writer saw readers parked before it downgraded.
+///
+/// Preemption bound 1 (U yields after taking the upgradable lock and inside
+/// the write section, which lets the readers in at no preemption): about
+/// 8 600 executions; bound 2 takes about 197 000 (`CST_LOOM_DEEP`).
 fn timed_upgrade_beside_readers(until: bool, f: &'static TimedUpgradeFlags) {
-    model_bounded(1, move || {
+    model_deep(1, 1_000, move || {
         f.parked_seen.store(0, StdOrdering::Relaxed);
         let l = Arc::new(RawRwLock::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
@@ -1407,8 +1427,8 @@ fn rwlock_try_upgrade_until_beside_readers() {
 /// succ is the cyclic successor in the snode list. Counted: every run (the
 /// assertion is the switch).
 ///
-/// Preemption bound 1: four threads; the waits for three parked waiters are
-/// yield loops, which cost no preemption.
+/// Preemption bound 1 (`CST_LOOM_DEEP` raises it): four threads; the waits
+/// for three parked waiters are yield loops, which cost no preemption.
 #[test]
 fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
     use std::sync::Mutex as StdMutex;
@@ -1433,7 +1453,7 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
         // SAFETY: our acquisition of `d`.
         unsafe { d.unlock(g) };
     }
-    model_with(1, 20_000, || {
+    model_deep(1, 20_000, || {
         ORDER.lock().unwrap().clear();
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
