@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The slow, full verification runs that CI only samples (hours on 2 CPUs):
 #   1. every ordering mutant of every lock crate (scripts/ordering-mutants.py --crate all);
-#   2. the loom models at a deeper preemption bound (LOOM_MAX_PREEMPTIONS, default 3);
+#   2. the loom models at a deeper preemption bound (LOOM_MAX_PREEMPTIONS, default 3;
+#      CST_LOOM_DEEP=1 also lifts cst-mutex's models that CI runs at bound 1 for time:
+#      the timed upgrade and batch-switch models);
 #   3. shuttle with 10x CI's schedules (SHUTTLE_ITERATIONS, default 20000);
 #   4. cargo-mutants over the lock cores: first against the loom models, then the
 #      mutants they missed against the crate's own tests and the generic suites
@@ -26,7 +28,7 @@ for s in "${steps[@]}"; do
         ;;
     loom)
         step "loom models, LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3}"
-        RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3} \
+        RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3} CST_LOOM_DEEP=1 \
             CARGO_TARGET_DIR=target/loom cargo test --release -p numa-spin -p cst-mutex \
             --features numa-spin/loom,cst-mutex/loom --test loom -- --nocapture
         ;;

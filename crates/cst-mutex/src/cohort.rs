@@ -431,7 +431,7 @@ impl Cohort {
     /// then the next node with parked waiters in the cyclic snode order.
     fn pick_target(&self, node: usize) -> Option<&Snode> {
         let own = self.snodes.find(node);
-        let bound = config::batch_bound();
+        let bound = config::unlock_batch_bound();
         if let Some(o) = own
             && o.hot.parked.load(Ordering::Relaxed) != 0
             && o.hot.batch.load(Ordering::Relaxed) < bound

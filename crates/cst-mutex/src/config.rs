@@ -67,6 +67,22 @@ pub fn batch_bound() -> u32 {
     BATCH_BOUND.load(StdOrdering::Relaxed)
 }
 
+/// The batch bound an unlock applies: [`batch_bound`], or under loom the
+/// bound the calling loom thread set with `__set_loom_batch_bound` (the
+/// process-wide value is a std static that models running in parallel in one
+/// test process would share).
+#[inline]
+pub(crate) fn unlock_batch_bound() -> u32 {
+    #[cfg(numa_loom)]
+    {
+        let b = crate::sync::loom_batch_bound();
+        if b != 0 {
+            return b;
+        }
+    }
+    batch_bound()
+}
+
 /// Sets the eventual-fairness timeout for every lock of this crate (see
 /// [`DEFAULT_FAIRNESS_TIMEOUT`]).
 ///

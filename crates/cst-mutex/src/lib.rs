@@ -220,5 +220,14 @@ pub fn __set_loom_spin_rounds(rounds: u32) {
     sync::set_loom_spin_rounds(rounds);
 }
 
+/// Test hook for the loom models: sets the batch bound the calling loom
+/// thread applies when it unlocks (at least 1; 0 means the process-wide
+/// [`batch_bound`]). Not part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __set_loom_batch_bound(bound: u32) {
+    sync::set_loom_batch_bound(bound);
+}
+
 #[cfg(all(test, not(numa_loom)))]
 mod tests;

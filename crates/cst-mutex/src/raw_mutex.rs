@@ -113,6 +113,15 @@ impl RawMutex {
         self.cohort.snodes.len()
     }
 
+    /// Test hook for the loom models: the nodes of this lock's snodes in list
+    /// order (newest first; the cyclic order the unlocker serves them in).
+    /// Not part of the API.
+    #[cfg(numa_loom)]
+    #[doc(hidden)]
+    pub fn __snode_nodes(&self) -> Vec<usize> {
+        self.cohort.snodes.iter().map(|s| s.node).collect()
+    }
+
     /// The number of threads parked on this lock right now (a snapshot,
     /// including condvar waiters moved onto it). A test and diagnostic aid.
     pub fn parked_waiters(&self) -> usize {

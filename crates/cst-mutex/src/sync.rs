@@ -227,6 +227,19 @@ pub(crate) fn set_loom_spin_rounds(rounds: u32) {
     loom_impl::SPIN.with(|n| n.set(rounds));
 }
 
+/// Under loom: the batch bound the calling loom thread applies when it
+/// unlocks (0: none set, use the process-wide one).
+#[cfg(numa_loom)]
+pub(crate) fn loom_batch_bound() -> u32 {
+    loom_impl::BATCH.with(|n| n.get())
+}
+
+/// Test hook for loom models: sets the batch bound of the calling loom thread.
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_batch_bound(bound: u32) {
+    loom_impl::BATCH.with(|n| n.set(bound));
+}
+
 #[cfg(numa_loom)]
 mod loom_impl {
     use super::model;
@@ -239,6 +252,7 @@ mod loom_impl {
         pub(super) static NODE: Cell<usize> = Cell::new(0);
         pub(super) static SPIN: Cell<u32> = Cell::new(0);
         pub(super) static CLOCK: Cell<u64> = Cell::new(0);
+        pub(super) static BATCH: Cell<u32> = Cell::new(0);
     }
 
     struct Waiter {

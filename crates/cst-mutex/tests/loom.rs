@@ -1,24 +1,30 @@
-//! loom models of cst-mutex: 2-3 threads on 2 virtual nodes.
+//! loom models of cst-mutex: 2-4 threads on 2-3 virtual nodes.
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p cst-mutex --test loom`.
 //! Under loom, parking maps onto a loom-visible parking lot (see `src/sync.rs`)
-//! in which a timed park may time out at any point once queued.
+//! in which a timed park may time out at any point once queued. Every model
+//! counts the runs that reached the path it exists for and asserts the
+//! count is not 0. With `CST_LOOM_DEEP` set (`scripts/verify-deep.sh`), the
+//! models kept at bound 1 for the suite's budget run at
+//! `LOOM_MAX_PREEMPTIONS` instead (see `model_deep`).
 #![cfg(numa_loom)]
 
 use cst_mutex::{
-    __set_loom_node, __set_loom_spin_rounds, MutexGuardState, RawCondvar, RawMutex, RawRwLock,
+    __set_loom_batch_bound, __set_loom_node, __set_loom_spin_rounds, MutexGuardState, RawCondvar,
+    RawMutex, RawRwLock,
 };
 use lock_api::{RawCondvar as _, RawCondvarTimed as _};
 use lock_api::{
     RawMutex as _, RawMutexFair as _, RawMutexTimed as _, RawRwLock as _, RawRwLockDowngrade as _,
-    RawRwLockUpgrade as _,
+    RawRwLockUpgrade as _, RawRwLockUpgradeDowngrade as _, RawRwLockUpgradeTimed as _,
 };
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::sync::atomic::Ordering::Relaxed;
 use loom::thread;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize as StdCounter, Ordering as StdOrdering};
+use std::time::{Duration, Instant};
 
 type Mutex<T> = lock_api::Mutex<RawMutex, T>;
 type RwLock<T> = lock_api::RwLock<RawRwLock, T>;
@@ -67,9 +73,28 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 
 /// As [`model`] with the preemption bound fixed at `bound`.
 fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    model_with(bound, 1_000, f);
+}
+
+/// As [`model_with`], except that with `CST_LOOM_DEEP` set (as
+/// `scripts/verify-deep.sh` does) the bound is `LOOM_MAX_PREEMPTIONS` when
+/// that is higher: for models kept at a low bound only to fit the suite's
+/// budget.
+fn model_deep(bound: usize, max_branches: usize, f: impl Fn() + Sync + Send + 'static) {
+    let env = std::env::var_os("CST_LOOM_DEEP")
+        .and_then(|_| std::env::var("LOOM_MAX_PREEMPTIONS").ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    model_with(bound.max(env), max_branches, f);
+}
+
+/// As [`model_bounded`], also raising loom's limit on the scheduling branches
+/// of one execution (default 1 000) to `max_branches`.
+fn model_with(bound: usize, max_branches: usize, f: impl Fn() + Sync + Send + 'static) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(bound);
+    b.max_branches = max_branches;
     let runs = std::sync::Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
     b.check(move || {
@@ -79,9 +104,19 @@ fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     eprintln!("loom: {} executions", runs.load(Ordering::Relaxed));
 }
 
+/// Whether a mutex guard state is the fast path's (node unknown), not one
+/// returned by the slow path (which knows the node it waited on).
+fn fast_state(g: &MutexGuardState) -> bool {
+    format!("{g:?}") == format!("{:?}", MutexGuardState::new())
+}
+
 /// Two threads on two nodes: the loom cell reports any overlap.
+///
+/// Counted: a holder saw the other thread parked (so its unlock took the
+/// slow path and woke it).
 #[test]
 fn mutex_exclusion() {
+    static PARKED: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(mutex(UnsafeCell::new(0u32)));
         let t = {
@@ -89,56 +124,97 @@ fn mutex_exclusion() {
             thread::spawn(move || {
                 __set_loom_node(1);
                 let g = m.lock();
+                // SAFETY: only reads a counter.
+                if unsafe { m.raw() }.parked_waiters() == 1 {
+                    PARKED.fetch_add(1, StdOrdering::Relaxed);
+                }
                 bump(&g);
             })
         };
         __set_loom_node(0);
         {
             let g = m.lock();
+            // SAFETY: only reads a counter.
+            if unsafe { m.raw() }.parked_waiters() == 1 {
+                PARKED.fetch_add(1, StdOrdering::Relaxed);
+            }
             bump(&g);
         }
         t.join().unwrap();
         let g = m.lock();
         assert_eq!(get(&g), 2);
     });
+    assert!(PARKED.load(StdOrdering::Relaxed) > 0, "no waiter parked");
 }
 
 /// As [`mutex_exclusion`] with the second thread spinning one round before
 /// it parks (a spinning waiter racing the release and the wake-up).
+///
+/// Counted: runs in which the spinner took the lock on its slow path
+/// without parking (its node got no snode: one is built only to park), and
+/// runs in which it parked.
 #[test]
 fn mutex_exclusion_with_spinner() {
+    static SPUN_IN: StdCounter = StdCounter::new(0);
+    static PARKED: StdCounter = StdCounter::new(0);
     model(|| {
-        let m = Arc::new(mutex(UnsafeCell::new(0u32)));
+        let m = Arc::new(RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
         __set_loom_node(0);
         let g = m.lock();
         let t = {
-            let m = m.clone();
+            let (m, cell) = (m.clone(), cell.clone());
             thread::spawn(move || {
                 __set_loom_node(1);
                 __set_loom_spin_rounds(1);
                 let g = m.lock();
-                bump(&g);
+                let slow = !fast_state(&g);
+                bump(&cell);
+                // SAFETY: our acquisition.
+                unsafe { m.unlock(g) };
+                slow
             })
         };
-        bump(&g);
-        drop(g);
+        bump(&cell);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
         {
             let g = m.lock();
-            bump(&g);
+            bump(&cell);
+            // SAFETY: our acquisition.
+            unsafe { m.unlock(g) };
         }
-        t.join().unwrap();
+        let slow = t.join().unwrap();
         let g = m.lock();
-        assert_eq!(get(&g), 3);
-        drop(g);
-        // SAFETY: only reads a counter.
-        assert_eq!(unsafe { m.raw() }.parked_waiters(), 0);
+        assert_eq!(get(&cell), 3);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        assert_eq!(m.parked_waiters(), 0);
+        let parked = m.__snode_nodes().contains(&1);
+        if slow && !parked {
+            SPUN_IN.fetch_add(1, StdOrdering::Relaxed);
+        }
+        if parked {
+            PARKED.fetch_add(1, StdOrdering::Relaxed);
+        }
     });
+    assert!(
+        SPUN_IN.load(StdOrdering::Relaxed) > 0,
+        "spinner never got in by spinning"
+    );
+    assert!(
+        PARKED.load(StdOrdering::Relaxed) > 0,
+        "spinner never parked"
+    );
 }
 
 /// A waiter parks while the holder unlocks: it must be woken (loom reports a
 /// deadlock otherwise), and nothing stays counted as parked.
+///
+/// Counted: the holder saw the waiter parked just before its unlock.
 #[test]
 fn no_lost_wakeup() {
+    static PARKED: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(mutex(0u32));
         __set_loom_node(0);
@@ -150,18 +226,29 @@ fn no_lost_wakeup() {
                 *m.lock() += 1;
             })
         };
+        // SAFETY: only reads a counter.
+        if unsafe { m.raw() }.parked_waiters() == 1 {
+            PARKED.fetch_add(1, StdOrdering::Relaxed);
+        }
         drop(g);
         t.join().unwrap();
         assert_eq!(*m.lock(), 1);
         // SAFETY: only reads a counter.
         assert_eq!(unsafe { m.raw() }.parked_waiters(), 0);
     });
+    assert!(PARKED.load(StdOrdering::Relaxed) > 0, "waiter never parked");
 }
 
 /// A timed waiter times out while the holder hands the lock over fairly:
 /// either it got the lock (and releases it) or it left the queue cleanly.
+///
+/// Counted: runs in which the waiter timed out after parking, and runs in
+/// which it was handed the lock by `unlock_fair` (its guard state is the
+/// slow path's and the holder saw it parked before the unlock).
 #[test]
 fn timeout_racing_handoff() {
+    static TIMED_OUT: StdCounter = StdCounter::new(0);
+    static HANDED: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(RawMutex::new());
         __set_loom_node(0);
@@ -172,29 +259,46 @@ fn timeout_racing_handoff() {
                 __set_loom_node(1);
                 // Far deadline: under loom the park may time out at any point.
                 if let Some(g) = m.try_lock_for(Duration::from_secs(3600)) {
+                    let slow = !fast_state(&g);
                     // SAFETY: we hold the lock with state `g`.
                     unsafe { m.unlock(g) };
-                    true
+                    Some(slow)
                 } else {
-                    false
+                    None
                 }
             })
         };
+        let parked = m.parked_waiters() == 1;
         // SAFETY: we hold the lock with state `g`.
         unsafe { m.unlock_fair(g) };
-        t.join().unwrap();
+        let got = t.join().unwrap();
         assert_eq!(m.parked_waiters(), 0);
         let g = m
             .try_lock()
             .expect("lock left held or queued after a timeout");
         // SAFETY: we hold the lock with state `g`.
         unsafe { m.unlock(g) };
+        match got {
+            // The deadline is far: a timeout comes only from the park.
+            None => {
+                TIMED_OUT.fetch_add(1, StdOrdering::Relaxed);
+            }
+            Some(true) if parked => {
+                HANDED.fetch_add(1, StdOrdering::Relaxed);
+            }
+            Some(_) => {}
+        }
     });
+    assert!(TIMED_OUT.load(StdOrdering::Relaxed) > 0, "no timeout");
+    assert!(HANDED.load(StdOrdering::Relaxed) > 0, "no fair handoff");
 }
 
 /// Condvar: a notify racing the wait is never lost.
+///
+/// Counted: the waiter waited and the notify woke it.
 #[test]
 fn condvar_notify_racing_wait() {
+    static WOKEN: StdCounter = StdCounter::new(0);
     model(|| {
         // (lock_api's `Condvar::new` needs the const `INIT`: use the raw condvar.)
         let pair = Arc::new((
@@ -210,25 +314,36 @@ fn condvar_notify_racing_wait() {
                 pair.2.store(true, Relaxed);
                 // SAFETY: we hold the mutex with state `g`.
                 unsafe { pair.0.unlock(g) };
-                pair.1.notify_one();
+                pair.1.notify_one()
             })
         };
         __set_loom_node(0);
         let mut g = pair.0.lock();
+        let mut waited = false;
         while !pair.2.load(Relaxed) {
+            waited = true;
             // SAFETY: we hold `pair.0` with state `g`.
             unsafe { pair.1.wait(&pair.0, &mut g) };
         }
         // SAFETY: we hold the mutex with state `g`.
         unsafe { pair.0.unlock(g) };
-        t.join().unwrap();
+        if t.join().unwrap() && waited {
+            WOKEN.fetch_add(1, StdOrdering::Relaxed);
+        }
     });
+    assert!(
+        WOKEN.load(StdOrdering::Relaxed) > 0,
+        "no waiter woken by the notify"
+    );
 }
 
 /// Condvar `notify_all` with two waiters: one is woken, the other requeued
 /// onto the mutex and woken by a mutex unlock; nobody is stranded.
+///
+/// Counted: `notify_all` found both waiters (one woken, one requeued).
 #[test]
 fn condvar_notify_all_requeues() {
+    static REQUEUED: StdCounter = StdCounter::new(0);
     model(|| {
         let pair = Arc::new((
             RawMutex::new(),
@@ -253,75 +368,143 @@ fn condvar_notify_all_requeues() {
         __set_loom_node(1);
         let g = pair.0.lock();
         pair.2.store(true, Relaxed);
-        pair.1.notify_all();
+        let n = pair.1.notify_all();
         // SAFETY: we hold the mutex with state `g`.
         unsafe { pair.0.unlock(g) };
         for w in waiters {
             w.join().unwrap();
         }
         assert_eq!(pair.0.parked_waiters(), 0);
+        if n == 2 {
+            REQUEUED.fetch_add(1, StdOrdering::Relaxed);
+        }
     });
+    assert!(
+        REQUEUED.load(StdOrdering::Relaxed) > 0,
+        "notify_all never requeued"
+    );
 }
 
 /// RwLock: a reader and a writer on two nodes never overlap.
+///
+/// Counted: runs in which the writer asked while the reader was inside, and
+/// runs in which the reader asked while the writer was in and then saw its
+/// write.
 #[test]
 fn rwlock_reader_writer_exclusion() {
+    static WRITER_WAITED: StdCounter = StdCounter::new(0);
+    static READER_WAITED: StdCounter = StdCounter::new(0);
+    static INSIDE: StdCounter = StdCounter::new(0);
     model(|| {
+        INSIDE.store(0, StdOrdering::Relaxed);
         let l = Arc::new(RwLock::from_raw(RawRwLock::new(), UnsafeCell::new(0u32)));
         let t = {
             let l = l.clone();
             thread::spawn(move || {
                 __set_loom_node(1);
+                let writer_in = l.is_locked_exclusive();
                 let g = l.read();
-                get(&g)
+                INSIDE.store(1, StdOrdering::Relaxed);
+                let v = get(&g);
+                // A scheduling point inside the read section.
+                thread::yield_now();
+                INSIDE.store(0, StdOrdering::Relaxed);
+                (writer_in, v)
             })
         };
         __set_loom_node(0);
+        // Lets the reader in first at no preemption.
+        thread::yield_now();
+        let reader_in = INSIDE.load(StdOrdering::Relaxed) != 0;
         {
             let g = l.write();
             set(&g, 1);
         }
-        let seen = t.join().unwrap();
+        let (writer_in, seen) = t.join().unwrap();
         assert!(seen == 0 || seen == 1);
         assert!(!l.is_locked());
+        if reader_in && seen == 0 {
+            WRITER_WAITED.fetch_add(1, StdOrdering::Relaxed);
+        }
+        if writer_in && seen == 1 {
+            READER_WAITED.fetch_add(1, StdOrdering::Relaxed);
+        }
     });
+    assert!(
+        WRITER_WAITED.load(StdOrdering::Relaxed) > 0,
+        "writer never waited"
+    );
+    assert!(
+        READER_WAITED.load(StdOrdering::Relaxed) > 0,
+        "reader never waited"
+    );
 }
 
 /// Two readers race for the state-word counter, so one of them registers on
 /// its node's snode counter, which the state word does not show; a writer
 /// must still wait for it.
+///
+/// Counted: a reader registered on a node counter. At preemption bound 2 the
+/// contention that sends a reader there always comes from the writer, so
+/// the node reader enters after the write (a node reader that enters first
+/// needs a third preemption, see [`rwlock_node_reader_then_writer`], which
+/// reaches it by having the writer wait for a reader first).
 #[test]
 fn rwlock_node_reader_vs_writer() {
+    static NODE_READER: StdCounter = StdCounter::new(0);
     model(|| {
-        let l = Arc::new(RwLock::from_raw(RawRwLock::new(), UnsafeCell::new(0u32)));
+        let l = Arc::new(RawRwLock::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
         let readers: Vec<_> = (0..2)
             .map(|node| {
-                let l = l.clone();
+                let (l, cell) = (l.clone(), cell.clone());
                 thread::spawn(move || {
                     __set_loom_node(node);
-                    let g = l.read();
-                    get(&g)
+                    let g = l.lock_shared();
+                    let on_node = on_node_counter(&g);
+                    let v = get(&cell);
+                    // A scheduling point inside the read section, so the
+                    // other reader's CAS can meet a changed word.
+                    thread::yield_now();
+                    // SAFETY: our shared acquisition.
+                    unsafe { l.unlock_shared(g) };
+                    (on_node, v)
                 })
             })
             .collect();
         __set_loom_node(0);
-        {
-            let g = l.write();
-            set(&g, 1);
-        }
+        let w = l.lock_exclusive();
+        set(&cell, 1);
+        // SAFETY: our exclusive acquisition.
+        unsafe { l.unlock_exclusive(w) };
         for r in readers {
-            let seen = r.join().unwrap();
+            let (on_node, seen) = r.join().unwrap();
             assert!(seen == 0 || seen == 1);
+            if on_node {
+                NODE_READER.fetch_add(1, StdOrdering::Relaxed);
+            }
         }
         assert!(!l.is_locked());
     });
+    assert!(
+        NODE_READER.load(StdOrdering::Relaxed) > 0,
+        "no reader registered on a node counter"
+    );
 }
 
 /// Upgrade and downgrade beside a reader: the upgraded writer excludes the
 /// reader, the downgraded guard shares with it.
+///
+/// Counted: runs in which the reader was inside when the upgrade began (the
+/// upgrade drained it), and runs in which the reader was inside beside the
+/// downgraded read.
 #[test]
 fn rwlock_upgrade_downgrade() {
+    static INSIDE: StdCounter = StdCounter::new(0);
+    static DRAINED: StdCounter = StdCounter::new(0);
+    static SHARED: StdCounter = StdCounter::new(0);
     model(|| {
+        INSIDE.store(0, StdOrdering::Relaxed);
         let l = Arc::new(RawRwLock::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
         let t = {
@@ -329,7 +512,11 @@ fn rwlock_upgrade_downgrade() {
             thread::spawn(move || {
                 __set_loom_node(1);
                 let g = l.lock_shared();
+                INSIDE.store(1, StdOrdering::Relaxed);
                 let v = get(&cell);
+                // A scheduling point inside the read section.
+                thread::yield_now();
+                INSIDE.store(0, StdOrdering::Relaxed);
                 // SAFETY: we hold a shared acquisition with state `g`.
                 unsafe { l.unlock_shared(g) };
                 v
@@ -337,18 +524,34 @@ fn rwlock_upgrade_downgrade() {
         };
         __set_loom_node(0);
         let up = l.lock_upgradable();
+        let drained = INSIDE.load(StdOrdering::Relaxed) != 0;
         // SAFETY: `up` is our upgradable acquisition.
         let w = unsafe { l.upgrade(up) };
         set(&cell, 1);
         // SAFETY: `w` is our exclusive acquisition.
         let r = unsafe { l.downgrade(w) };
         assert_eq!(get(&cell), 1);
+        let shared = INSIDE.load(StdOrdering::Relaxed) != 0;
         // SAFETY: `r` is our shared acquisition.
         unsafe { l.unlock_shared(r) };
         let seen = t.join().unwrap();
         assert!(seen == 0 || seen == 1);
         assert!(!l.is_locked());
+        if drained {
+            DRAINED.fetch_add(1, StdOrdering::Relaxed);
+        }
+        if shared {
+            SHARED.fetch_add(1, StdOrdering::Relaxed);
+        }
     });
+    assert!(
+        DRAINED.load(StdOrdering::Relaxed) > 0,
+        "upgrade never drained a reader"
+    );
+    assert!(
+        SHARED.load(StdOrdering::Relaxed) > 0,
+        "reader never beside the downgraded read"
+    );
 }
 
 /// A recursive read (`try_lock_shared_recursive`, which joins a reader count
@@ -419,11 +622,13 @@ fn rwlock_recursive_read_joins_a_downgrading_writer() {
 
 /// Two threads of one node contend at once while a third holds the lock:
 /// they race to allocate the node's snode; exactly one snode survives.
+///
+/// Counted: the holder saw both waiters parked (both went through
+/// `get_or_insert` for node 0).
 #[test]
 fn snode_allocation_race() {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(1);
-    b.check(|| {
+    static BOTH_PARKED: StdCounter = StdCounter::new(0);
+    model_bounded(1, || {
         let m = Arc::new(mutex(0u32));
         __set_loom_node(1);
         let g = m.lock();
@@ -436,6 +641,12 @@ fn snode_allocation_race() {
                 })
             })
             .collect();
+        // The waiters may park now.
+        thread::yield_now();
+        // SAFETY: only reads a counter.
+        if unsafe { m.raw() }.parked_waiters() == 2 {
+            BOTH_PARKED.fetch_add(1, StdOrdering::Relaxed);
+        }
         drop(g);
         for t in ts {
             t.join().unwrap();
@@ -445,12 +656,19 @@ fn snode_allocation_race() {
         let raw = unsafe { m.raw() };
         assert!(raw.snode_count() <= 2, "duplicate snode for one node");
     });
+    assert!(
+        BOTH_PARKED.load(StdOrdering::Relaxed) > 0,
+        "never two parked"
+    );
 }
 
 /// Dropping a lock that has snodes frees them (no use after free: every
 /// waiter is gone once the last `Arc` drops).
+///
+/// Counted: the lock had an snode when it was dropped.
 #[test]
 fn drop_lock_with_snodes() {
+    static WITH_SNODE: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(mutex(0u32));
         __set_loom_node(0);
@@ -465,9 +683,17 @@ fn drop_lock_with_snodes() {
         drop(g);
         t.join().unwrap();
         // SAFETY: only reads the snode list.
-        assert!(unsafe { m.raw() }.snode_count() <= 1);
+        let n = unsafe { m.raw() }.snode_count();
+        assert!(n <= 1);
+        if n == 1 {
+            WITH_SNODE.fetch_add(1, StdOrdering::Relaxed);
+        }
         drop(m);
     });
+    assert!(
+        WITH_SNODE.load(StdOrdering::Relaxed) > 0,
+        "no snode to free"
+    );
 }
 
 /// Lost wake-up with a timed waiter: H holds the lock on node 0, Q (`lock`,
@@ -476,8 +702,12 @@ fn drop_lock_with_snodes() {
 /// hand the lock to) a thread that is still parked: if the pick lands on S's
 /// snode after S timed out, the unlock picks again. Otherwise Q stays parked
 /// beside a free lock and loom reports a deadlock at the join.
+///
+/// Counted: H saw both parked just before its unlock (whose first pick is
+/// S's snode: H's own node, batch not exhausted) and S timed out.
 #[test]
 fn timed_waiter_leaving_does_not_strand_parked_waiter() {
+    static LEFT_BESIDE_Q: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(RawMutex::new());
         __set_loom_node(0);
@@ -500,15 +730,26 @@ fn timed_waiter_leaving_does_not_strand_parked_waiter() {
                 if let Some(g) = m.try_lock_for(Duration::from_secs(3600)) {
                     // SAFETY: we hold the lock with state `g`.
                     unsafe { m.unlock(g) };
+                    false
+                } else {
+                    true
                 }
             })
         };
+        let both_parked = m.parked_waiters() == 2;
         // SAFETY: we hold the lock with state `g`.
         unsafe { m.unlock(g) };
         q.join().unwrap();
-        s.join().unwrap();
+        let timed_out = s.join().unwrap();
         assert_eq!(m.parked_waiters(), 0);
+        if both_parked && timed_out {
+            LEFT_BESIDE_Q.fetch_add(1, StdOrdering::Relaxed);
+        }
     });
+    assert!(
+        LEFT_BESIDE_Q.load(StdOrdering::Relaxed) > 0,
+        "timed waiter never left beside a parked one"
+    );
 }
 
 /// `notify_all` requeues a timed condvar waiter onto the mutex, where it may
@@ -516,8 +757,11 @@ fn timed_waiter_leaving_does_not_strand_parked_waiter() {
 /// notifier's unlock picks that pseudo-snode; the other waiter (woken by
 /// `notify_all`, then parked on its node's queue or holding the mutex) must
 /// still get the mutex, and nothing stays counted as parked.
+///
+/// Counted: `notify_all` woke one waiter and requeued the other.
 #[test]
 fn requeued_timed_waiter_leaving() {
+    static REQUEUED: StdCounter = StdCounter::new(0);
     model(|| {
         let pair = Arc::new((
             RawMutex::new(),
@@ -548,14 +792,21 @@ fn requeued_timed_waiter_leaving() {
         __set_loom_node(1);
         let g = pair.0.lock();
         pair.2.store(true, Relaxed);
-        pair.1.notify_all();
+        let n = pair.1.notify_all();
         // SAFETY: we hold the mutex with state `g`.
         unsafe { pair.0.unlock(g) };
         for w in waiters {
             w.join().unwrap();
         }
         assert_eq!(pair.0.parked_waiters(), 0);
+        if n == 2 {
+            REQUEUED.fetch_add(1, StdOrdering::Relaxed);
+        }
     });
+    assert!(
+        REQUEUED.load(StdOrdering::Relaxed) > 0,
+        "notify_all never requeued"
+    );
 }
 
 /// Two readers race for the state-word counter (so one may register on its
@@ -563,38 +814,58 @@ fn requeued_timed_waiter_leaving() {
 /// the first write, having drained the readers, clears the bit, and the
 /// second may then take the writer fast path (a CAS from 0). A node reader
 /// that registers meanwhile must either set the bit first or see the writer.
+///
+/// Counted: a read registered on a node counter saw the first write (it
+/// came after a writer that drained, so it entered while the bit could have
+/// been cleared).
 #[test]
 fn rwlock_node_readers_bit_cleared_by_writer() {
+    static NODE_READ_BETWEEN: StdCounter = StdCounter::new(0);
     model(|| {
-        let l = Arc::new(RwLock::from_raw(RawRwLock::new(), UnsafeCell::new(0u32)));
+        let l = Arc::new(RawRwLock::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
         let readers: Vec<_> = (0..2)
             .map(|node| {
-                let l = l.clone();
+                let (l, cell) = (l.clone(), cell.clone());
                 thread::spawn(move || {
                     __set_loom_node(node);
                     // Node 0 reads twice: its second read may find the bit set
                     // by an earlier node reader while a writer clears it.
                     let mut seen = 0;
+                    let mut node_after_write = false;
                     for _ in 0..=(1 - node) {
-                        let g = l.read();
-                        seen = seen.max(get(&g));
+                        let g = l.lock_shared();
+                        let v = get(&cell);
+                        node_after_write |= on_node_counter(&g) && v >= 1;
+                        seen = seen.max(v);
+                        // SAFETY: our shared acquisition.
+                        unsafe { l.unlock_shared(g) };
                     }
-                    seen
+                    (seen, node_after_write)
                 })
             })
             .collect();
         __set_loom_node(0);
         for v in 1..=2 {
-            let g = l.write();
-            set(&g, v);
-            assert_eq!(get(&g), v);
+            let w = l.lock_exclusive();
+            set(&cell, v);
+            assert_eq!(get(&cell), v);
+            // SAFETY: our exclusive acquisition.
+            unsafe { l.unlock_exclusive(w) };
         }
         for r in readers {
-            let seen = r.join().unwrap();
+            let (seen, node_after_write) = r.join().unwrap();
             assert!(seen <= 2);
+            if node_after_write {
+                NODE_READ_BETWEEN.fetch_add(1, StdOrdering::Relaxed);
+            }
         }
         assert!(!l.is_locked());
     });
+    assert!(
+        NODE_READ_BETWEEN.load(StdOrdering::Relaxed) > 0,
+        "no node read after a drained write"
+    );
 }
 
 // ---- models for the ordering mutants (scripts/ordering-mutants.py) ------------
@@ -604,8 +875,6 @@ fn rwlock_node_readers_bit_cleared_by_writer() {
 // on the cell. Each counts the executions that took the path of interest (std
 // counters: loom runs every execution on one OS thread) and asserts the count is
 // not 0, so a model cannot silently stop exercising its path.
-
-use std::sync::atomic::{AtomicUsize as StdCounter, Ordering as StdOrdering};
 
 static TRY_LOCK_AFTER_UNLOCK: StdCounter = StdCounter::new(0);
 
@@ -979,4 +1248,273 @@ fn rwlock_node_reader_skipping_the_bit_vs_try_upgrade() {
 fn rwlock_node_reader_skipping_the_bit_vs_try_write() {
     static FLAGS: SkipFlags = SkipFlags::new();
     node_reader_skipping_the_bit(false, &FLAGS);
+}
+
+// ---- timed upgrade, downgrade to upgradable, batch switching ------------------
+
+/// Whether readers are parked on the rwlock (`READERS_PARKED_BIT`, read from
+/// its `Debug` state; a Relaxed load, so only a coverage observation).
+fn readers_parked(l: &RawRwLock) -> bool {
+    let d = format!("{l:?}");
+    let state: usize = d
+        .split("state: ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .expect("RawRwLock Debug shows the state word");
+    state & 4 != 0
+}
+
+/// Flags of one [`timed_upgrade_beside_readers`] model.
+struct TimedUpgradeFlags {
+    parked_seen: StdCounter,
+    timed_out_past_parked: StdCounter,
+    downgrade_admitted: StdCounter,
+}
+
+impl TimedUpgradeFlags {
+    const fn new() -> Self {
+        TimedUpgradeFlags {
+            parked_seen: StdCounter::new(0),
+            timed_out_past_parked: StdCounter::new(0),
+            downgrade_admitted: StdCounter::new(0),
+        }
+    }
+}
+
+/// A timed upgrade (`try_upgrade_for` with a zero timeout, or
+/// `try_upgrade_until` with a deadline already passed: deterministic under
+/// loom, the deadline check runs on the real clock) beside two readers. R1
+/// reads and yields inside its read section; R2 comes later and parks if
+/// `WRITER_BIT` is set.
+///
+/// * Timed out (a reader inside): the upgrade must clear `WRITER_BIT` again
+///   and keep the upgradable lock (no other upgradable or writer gets in, a
+///   reader does), and a reader parked behind the bit must be admitted
+///   (otherwise loom reports a deadlock at the join).
+/// * Upgraded: the write section; then `downgrade_to_upgradable` must admit
+///   the readers parked behind it, and they see the write.
+///
+/// Counted: runs in which R1 saw readers parked (R2, behind the upgrade's
+/// `WRITER_BIT`) while inside and the upgrade then timed out; runs in which
+/// the upgraded writer saw readers parked before it downgraded.
+///
+/// Preemption bound 1 (U yields after taking the upgradable lock and inside
+/// the write section, which lets the readers in at no preemption): about
+/// 8 600 executions; bound 2 takes about 197 000 (`CST_LOOM_DEEP`).
+fn timed_upgrade_beside_readers(until: bool, f: &'static TimedUpgradeFlags) {
+    model_deep(1, 1_000, move || {
+        f.parked_seen.store(0, StdOrdering::Relaxed);
+        let l = Arc::new(RawRwLock::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        let r1 = {
+            let (l, cell) = (l.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(1);
+                let g = l.lock_shared();
+                assert!(get(&cell) <= 1);
+                thread::yield_now();
+                if readers_parked(&l) {
+                    f.parked_seen.store(1, StdOrdering::Relaxed);
+                }
+                // SAFETY: our shared acquisition.
+                unsafe { l.unlock_shared(g) };
+            })
+        };
+        let r2 = {
+            let (l, cell) = (l.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(0);
+                let g = l.lock_shared();
+                let v = get(&cell);
+                // SAFETY: our shared acquisition.
+                unsafe { l.unlock_shared(g) };
+                v
+            })
+        };
+        __set_loom_node(0);
+        let u = l.lock_upgradable();
+        // Lets a reader in first at no preemption.
+        thread::yield_now();
+        // SAFETY: `u` is our upgradable acquisition.
+        let res = unsafe {
+            if until {
+                l.try_upgrade_until(u, Instant::now())
+            } else {
+                l.try_upgrade_for(u, Duration::ZERO)
+            }
+        };
+        let timed_out = match res {
+            Ok(w) => {
+                set(&cell, 1);
+                // Readers arriving now park behind `WRITER_BIT`.
+                thread::yield_now();
+                let parked = readers_parked(&l);
+                // SAFETY: `w` is our exclusive acquisition.
+                let u = unsafe { l.downgrade_to_upgradable(w) };
+                assert!(!l.is_locked_exclusive(), "downgrade left WRITER_BIT");
+                if parked {
+                    f.downgrade_admitted.fetch_add(1, StdOrdering::Relaxed);
+                }
+                assert_eq!(get(&cell), 1);
+                // SAFETY: `u` is our upgradable acquisition.
+                unsafe { l.unlock_upgradable(u) };
+                false
+            }
+            Err(u) => {
+                assert!(
+                    !l.is_locked_exclusive(),
+                    "timed-out upgrade left WRITER_BIT"
+                );
+                assert!(l.try_lock_upgradable().is_none(), "upgradable lock lost");
+                assert!(l.try_lock_exclusive().is_none(), "upgradable lock lost");
+                let g = l
+                    .try_lock_shared()
+                    .expect("timed-out upgrade keeps readers out");
+                // SAFETY: our shared acquisition.
+                unsafe { l.unlock_shared(g) };
+                // SAFETY: `u` is our upgradable acquisition.
+                unsafe { l.unlock_upgradable(u) };
+                true
+            }
+        };
+        r1.join().unwrap();
+        let seen = r2.join().unwrap();
+        assert!(seen <= 1);
+        assert!(!l.is_locked());
+        if timed_out && f.parked_seen.load(StdOrdering::Relaxed) != 0 {
+            f.timed_out_past_parked.fetch_add(1, StdOrdering::Relaxed);
+        }
+    });
+    assert!(
+        f.timed_out_past_parked.load(StdOrdering::Relaxed) > 0,
+        "no upgrade timed out with a reader parked behind it"
+    );
+    assert!(
+        f.downgrade_admitted.load(StdOrdering::Relaxed) > 0,
+        "no downgrade to upgradable admitted a parked reader"
+    );
+}
+
+/// [`timed_upgrade_beside_readers`] with `try_upgrade_for`.
+#[test]
+fn rwlock_try_upgrade_for_beside_readers() {
+    static FLAGS: TimedUpgradeFlags = TimedUpgradeFlags::new();
+    timed_upgrade_beside_readers(false, &FLAGS);
+}
+
+/// [`timed_upgrade_beside_readers`] with `try_upgrade_until`.
+#[test]
+fn rwlock_try_upgrade_until_beside_readers() {
+    static FLAGS: TimedUpgradeFlags = TimedUpgradeFlags::new();
+    timed_upgrade_beside_readers(true, &FLAGS);
+}
+
+/// The CST batch bound across three snodes (nodes 0, 1, 2), with the
+/// unlockers' batch bound set to 1 (`__set_loom_batch_bound`; the process-wide
+/// bound is shared by the models running in parallel). H (node 0) holds the
+/// lock until A (node 0), B (node 1) and C (node 2) are parked, then hands it
+/// over with `unlock_fair`: its own node's batch is 0, so A gets it (batch 1).
+/// H asks again and parks on node 0; once three are parked again, A hands
+/// over: node 0 still has a waiter (H) but its batch is spent, so the lock
+/// moves to the next snode in the cyclic list order, then the one after it,
+/// and only then back to node 0.
+///
+/// Before each handoff the unlocker synchronizes with the parked waiters
+/// through the parking lot's lock (see `wait_parked`).
+///
+/// Asserted: the acquisition order is H, A, succ(0), succ(succ(0)), H, where
+/// succ is the cyclic successor in the snode list. Counted: every run (the
+/// assertion is the switch).
+///
+/// Preemption bound 1 (`CST_LOOM_DEEP` raises it): four threads; the waits
+/// for three parked waiters are yield loops, which cost no preemption.
+#[test]
+fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
+    use std::sync::Mutex as StdMutex;
+    static ORDER: StdMutex<Vec<usize>> = StdMutex::new(Vec::new());
+    static SWITCHED: StdCounter = StdCounter::new(0);
+    fn record(node: usize) {
+        ORDER.lock().unwrap().push(node);
+    }
+    fn wait_parked(m: &RawMutex, n: usize) {
+        while m.parked_waiters() < n {
+            thread::yield_now();
+        }
+        // The waiters counted themselves on their snodes under the parking
+        // lot's lock (the loom shim's); taking that lock makes those counts
+        // visible to our pick (they are hints, read Relaxed: a stale one may
+        // send the lock to another snode, which is allowed, and not what this
+        // model is about). A timed wait on a private mutex we hold takes it:
+        // it parks (validate) and times out, nobody else knows the key.
+        let d = RawMutex::new();
+        let g = d.lock();
+        assert!(d.try_lock_for(Duration::from_secs(3600)).is_none());
+        // SAFETY: our acquisition of `d`.
+        unsafe { d.unlock(g) };
+    }
+    model_deep(1, 20_000, || {
+        ORDER.lock().unwrap().clear();
+        let m = Arc::new(RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        __set_loom_node(0);
+        __set_loom_batch_bound(1);
+        let g = m.lock();
+        record(0);
+        let a = {
+            let (m, cell) = (m.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(0);
+                __set_loom_batch_bound(1);
+                let g = m.lock();
+                record(0);
+                bump(&cell);
+                wait_parked(&m, 3);
+                // SAFETY: our acquisition.
+                unsafe { m.unlock_fair(g) };
+            })
+        };
+        let others: Vec<_> = (1..=2)
+            .map(|node| {
+                let (m, cell) = (m.clone(), cell.clone());
+                thread::spawn(move || {
+                    __set_loom_node(node);
+                    __set_loom_batch_bound(1);
+                    let g = m.lock();
+                    record(node);
+                    bump(&cell);
+                    // SAFETY: our acquisition.
+                    unsafe { m.unlock_fair(g) };
+                })
+            })
+            .collect();
+        wait_parked(&m, 3);
+        bump(&cell);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock_fair(g) };
+        let g = m.lock();
+        record(0);
+        bump(&cell);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        a.join().unwrap();
+        for t in others {
+            t.join().unwrap();
+        }
+        assert_eq!(get(&cell), 5);
+        let list = m.__snode_nodes();
+        assert_eq!(list.len(), 3, "one snode per node");
+        let succ = |n: usize| {
+            let i = list.iter().position(|&x| x == n).unwrap();
+            list[(i + 1) % list.len()]
+        };
+        let order = ORDER.lock().unwrap().clone();
+        assert_eq!(
+            order,
+            vec![0, 0, succ(0), succ(succ(0)), 0],
+            "snode list {list:?}"
+        );
+        SWITCHED.fetch_add(1, StdOrdering::Relaxed);
+    });
+    assert!(SWITCHED.load(StdOrdering::Relaxed) > 0);
 }
