@@ -141,6 +141,7 @@ impl SharedGuardState {
     pub(crate) const FAST: SharedGuardState = SharedGuardState { counter: FAST };
 
     /// Whether this read is counted in the state word, not on an snode counter.
+    #[cfg(feature = "lock_api_04")]
     #[inline]
     pub(crate) fn is_fast(&self) -> bool {
         self.counter == FAST

@@ -35,25 +35,48 @@ fn fwd() {
     }
 }
 
-/// `pthread_mutex_init(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_mutex_init(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_init(
-    m: *mut pthread_mutex_t,
-    a: *const pthread_mutexattr_t,
-) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_mutex_init(m, a);
+/// Defines each `extern "C" fn NAME(ARGS) -> c_int` that has one
+/// implementation for all of our locks: glibc's `NAME` for
+/// `NUMA_LOCK=pthread` (counted as forwarded), else `OURS`.
+macro_rules! export {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*) => $ours:expr;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "(3)`: see the [crate docs](crate).")]
+        ///
+        /// # Safety
+        ///
+        #[doc = concat!("The contract of `", stringify!($name), "(3)`.")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            // SAFETY: our caller's contract is the C function's, which is what
+            // each implementation (and glibc) requires.
+            unsafe {
+                if mode::current() == Mode::Pthread {
+                    fwd();
+                    return real::$name($($arg),*);
+                }
+                $ours
+            }
         }
-        mutex::init(m, a)
-    }
+    )*};
+}
+
+export! {
+    fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t) => mutex::init(m, a);
+    fn pthread_cond_init(c: *mut pthread_cond_t, a: *const pthread_condattr_t) => cond::init(c, a);
+    fn pthread_cond_destroy(c: *mut pthread_cond_t) => cond::destroy(c);
+    fn pthread_cond_signal(c: *mut pthread_cond_t) => cond::wake(c, false);
+    fn pthread_cond_broadcast(c: *mut pthread_cond_t) => cond::wake(c, true);
+    fn pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t) => rwlock::init(l, a);
+    fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) => rwlock::destroy(l);
+    fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) => rwlock::rdlock(l, Wait::Block);
+    fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) => rwlock::rdlock(l, Wait::Try);
+    fn pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) => rwlock::rdlock(l, Wait::Until(libc::CLOCK_REALTIME, t));
+    fn pthread_rwlock_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) => rwlock::rdlock(l, Wait::Until(k, t));
+    fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) => rwlock::wrlock(l, Wait::Block);
+    fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) => rwlock::wrlock(l, Wait::Try);
+    fn pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) => rwlock::wrlock(l, Wait::Until(libc::CLOCK_REALTIME, t));
+    fn pthread_rwlock_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) => rwlock::wrlock(l, Wait::Until(k, t));
+    fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) => rwlock::unlock(l);
 }
 
 /// `pthread_mutex_destroy(3)`: see the [crate docs](crate).
@@ -165,45 +188,6 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
     }
 }
 
-/// `pthread_cond_init(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_cond_init(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_init(
-    c: *mut pthread_cond_t,
-    a: *const pthread_condattr_t,
-) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_cond_init(c, a);
-        }
-        cond::init(c, a)
-    }
-}
-
-/// `pthread_cond_destroy(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_cond_destroy(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_cond_destroy(c);
-        }
-        cond::destroy(c)
-    }
-}
-
 /// `pthread_cond_wait(3)`: see the [crate docs](crate).
 ///
 /// # Safety
@@ -264,256 +248,5 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
             fwd();
             real::pthread_cond_clockwait(c, m, k, t)
         })
-    }
-}
-
-/// `pthread_cond_signal(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_cond_signal(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_cond_signal(c);
-        }
-        cond::wake(c, false)
-    }
-}
-
-/// `pthread_cond_broadcast(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_cond_broadcast(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_cond_broadcast(c);
-        }
-        cond::wake(c, true)
-    }
-}
-
-/// `pthread_rwlock_init(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_init(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_init(
-    l: *mut pthread_rwlock_t,
-    a: *const pthread_rwlockattr_t,
-) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_init(l, a);
-        }
-        rwlock::init(l, a)
-    }
-}
-
-/// `pthread_rwlock_destroy(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_destroy(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_destroy(l);
-        }
-        rwlock::destroy(l)
-    }
-}
-
-/// `pthread_rwlock_rdlock(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_rdlock(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_rdlock(l);
-        }
-        rwlock::rdlock(l, Wait::Block)
-    }
-}
-
-/// `pthread_rwlock_tryrdlock(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_tryrdlock(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_tryrdlock(l);
-        }
-        rwlock::rdlock(l, Wait::Try)
-    }
-}
-
-/// `pthread_rwlock_timedrdlock(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_timedrdlock(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
-    l: *mut pthread_rwlock_t,
-    t: *const timespec,
-) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_timedrdlock(l, t);
-        }
-        rwlock::rdlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
-    }
-}
-
-/// `pthread_rwlock_clockrdlock(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_clockrdlock(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
-    l: *mut pthread_rwlock_t,
-    k: clockid_t,
-    t: *const timespec,
-) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_clockrdlock(l, k, t);
-        }
-        rwlock::rdlock(l, Wait::Until(k, t))
-    }
-}
-
-/// `pthread_rwlock_wrlock(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_wrlock(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_wrlock(l);
-        }
-        rwlock::wrlock(l, Wait::Block)
-    }
-}
-
-/// `pthread_rwlock_trywrlock(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_trywrlock(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_trywrlock(l);
-        }
-        rwlock::wrlock(l, Wait::Try)
-    }
-}
-
-/// `pthread_rwlock_timedwrlock(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_timedwrlock(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_timedwrlock(
-    l: *mut pthread_rwlock_t,
-    t: *const timespec,
-) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_timedwrlock(l, t);
-        }
-        rwlock::wrlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
-    }
-}
-
-/// `pthread_rwlock_clockwrlock(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_clockwrlock(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
-    l: *mut pthread_rwlock_t,
-    k: clockid_t,
-    t: *const timespec,
-) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_clockwrlock(l, k, t);
-        }
-        rwlock::wrlock(l, Wait::Until(k, t))
-    }
-}
-
-/// `pthread_rwlock_unlock(3)`: see the [crate docs](crate).
-///
-/// # Safety
-///
-/// The contract of `pthread_rwlock_unlock(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        if mode::current() == Mode::Pthread {
-            fwd();
-            return real::pthread_rwlock_unlock(l);
-        }
-        rwlock::unlock(l)
     }
 }
