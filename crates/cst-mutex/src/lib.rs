@@ -17,8 +17,8 @@
 //! * **lazy allocation**: snodes are allocated the first time a thread of that
 //!   node contends and freed when the lock is dropped; an uncontended lock is
 //!   two words and allocates nothing;
-//! * **spin, then park**: a waiter spins (two short rounds of `pause`, then up
-//!   to 8 yields) while the lock is likely to come soon, and parks after that
+//! * **spin, then park**: a waiter spins (three short rounds of `pause`, then
+//!   up to 7 yields) while the lock is likely to come soon, and parks after that
 //!   bounded spin, or at once when the lock already has at least as many
 //!   parked waiters as the machine has CPUs
 //!   ([`std::thread::available_parallelism`], cached);
