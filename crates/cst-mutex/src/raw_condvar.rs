@@ -50,9 +50,9 @@ use std::time::{Duration, Instant};
 /// ```
 pub struct RawCondvar {
     /// The mutex the current waiters use; null when nobody waits.
-    mutex: AtomicPtr<RawMutex>,
+    pub(crate) mutex: AtomicPtr<RawMutex>,
     /// Threads parked on the condvar. Changed only under its queue lock.
-    waiters: AtomicUsize,
+    pub(crate) waiters: AtomicUsize,
 }
 
 impl RawCondvar {

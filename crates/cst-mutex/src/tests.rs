@@ -369,3 +369,45 @@ fn notify_all_with_a_full_parked_count() {
     }
     assert_eq!(m.parked_waiters(), 0);
 }
+
+/// `notify_one` reports whether it woke a waiter, and the woken waiter leaves
+/// the condvar's count (which `notify_all` uses to size its requeue), so the
+/// condvar forgets the mutex once nobody waits.
+#[test]
+fn notify_one_reports_and_uncounts_the_woken_waiter() {
+    use crate::Condvar;
+    let pair = Arc::new((Mutex::new(false), Condvar::new()));
+    assert!(!pair.1.notify_one(), "reported a wake with nobody waiting");
+    let p = pair.clone();
+    let waiter = thread::spawn(move || {
+        let mut g = p.0.lock();
+        while !*g {
+            p.1.wait(&mut g);
+        }
+    });
+    // The count is raised in `validate`, under the condvar's queue lock, which
+    // the waiter holds until it is queued: a notify from here on finds it.
+    while pair.1.raw().waiters.load(Ordering::SeqCst) == 0 {
+        thread::yield_now();
+    }
+    *pair.0.lock() = true;
+    assert!(pair.1.notify_one(), "woke the waiter but reported nobody");
+    waiter.join().unwrap();
+    assert_eq!(
+        pair.1.raw().waiters.load(Ordering::SeqCst),
+        0,
+        "woken waiter still counted"
+    );
+    assert!(
+        pair.1.raw().mutex.load(Ordering::SeqCst).is_null(),
+        "condvar kept the mutex"
+    );
+}
+
+#[test]
+fn condvar_debug_names_the_type() {
+    assert_eq!(
+        format!("{:?}", crate::RawCondvar::new()),
+        "RawCondvar { .. }"
+    );
+}
