@@ -307,6 +307,30 @@ impl RawRwLock {
             .flatten()
     }
 
+    /// [`lock_api04::RawRwLock::lock_shared`] past a failed fast try: the
+    /// lock_api 0.5 slow path, then the per-thread record of a node read.
+    #[cold]
+    #[inline(never)]
+    fn lock_shared_slow_04(&self) {
+        self.push_read(self.lock_shared_untimed_slow());
+    }
+
+    /// [`lock_api04::RawRwLock::unlock_shared`] when the state word `s` shows
+    /// node readers (or no reader): [`RawRwLock::pop_read_slow`], then the
+    /// release of what it returns.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread holds a read lock of `self`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn unlock_shared_slow_04(&self, s: usize) {
+        if let Some(state) = self.pop_read_slow(s) {
+            // SAFETY: `state` is the state of a read lock this thread holds.
+            unsafe { v05::RawRwLock::unlock_shared(self, state) }
+        }
+    }
+
     /// The state to release one of this thread's read locks of `self` with
     /// (`None`: a recursive read that registered nothing).
     ///
@@ -360,7 +384,12 @@ unsafe impl lock_api04::RawRwLock for RawRwLock {
 
     #[inline]
     fn lock_shared(&self) {
-        self.push_read(v05::RawRwLock::lock_shared(self));
+        // The lock_api 0.5 `lock_shared` with its slow part and the per-thread
+        // record out of line, so callers inline no more than `parking_lot`'s
+        // read path: a reader counted in the state word records nothing.
+        if self.try_shared_fast() != Some(true) {
+            self.lock_shared_slow_04();
+        }
     }
 
     #[inline]
@@ -372,9 +401,13 @@ unsafe impl lock_api04::RawRwLock for RawRwLock {
 
     #[inline]
     unsafe fn unlock_shared(&self) {
-        if let Some(state) = self.pop_read() {
-            // SAFETY: `state` is the state of a read lock this thread holds.
-            unsafe { v05::RawRwLock::unlock_shared(self, state) }
+        // `pop_read`'s fast case inline (see there), the rest out of line.
+        let s = self.cohort.state.load(sync::Ordering::Relaxed);
+        if s & NODE_READERS_BIT == 0 && s & READER_MASK != 0 {
+            self.unlock_shared_word();
+        } else {
+            // SAFETY: the caller holds a read lock of `self` (trait contract).
+            unsafe { self.unlock_shared_slow_04(s) }
         }
     }
 

@@ -195,33 +195,25 @@ impl RawRwLock {
 
     /// One try on the fast (state-word) reader counter: `Some(true)` when
     /// counted, `Some(false)` when a writer is in, `None` on contention (the
-    /// word changed under us) or a full counter. A spurious
-    /// `compare_exchange_weak` failure (LL/SC targets) is retried, so an
-    /// uncontended reader never reaches the node counters.
+    /// word changed under us) or a full counter. A strong CAS: it fails only
+    /// when the word changed (LL/SC targets retry a spurious failure inside
+    /// it), so an uncontended reader never reaches the node counters.
     #[inline]
-    fn try_shared_fast(&self) -> Option<bool> {
+    pub(crate) fn try_shared_fast(&self) -> Option<bool> {
         // Relaxed: a first guess for the CAS, which acquires.
         let s = self.cohort.state.load(Ordering::Relaxed);
-        loop {
-            if s & WRITER_BIT != 0 {
-                return Some(false);
-            }
-            if s & READER_MASK == READER_MASK {
-                return None;
-            }
-            // Acquire: pairs with the Release of the last writer's unlock.
-            match self.cohort.state.compare_exchange_weak(
-                s,
-                s + READER_ONE,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(true),
-                // Unchanged word: a spurious failure, not contention.
-                Err(x) if x == s => {}
-                Err(_) => return None,
-            }
+        if s & WRITER_BIT != 0 {
+            return Some(false);
         }
+        if s & READER_MASK == READER_MASK {
+            return None;
+        }
+        // Acquire: pairs with the Release of the last writer's unlock.
+        self.cohort
+            .state
+            .compare_exchange(s, s + READER_ONE, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| true)
     }
 
     /// A read lock taken only while the state word already counts a reader:
@@ -351,7 +343,9 @@ impl RawRwLock {
 
     /// Called after a reader left while a writer may be draining: wakes it when
     /// no reader remains (Dekker: we decremented before reading `WRITER_BIT`,
-    /// the writer set it before counting).
+    /// the writer set it before counting). Out of line: readers release
+    /// through here only while a writer waits.
+    #[cold]
     fn after_reader_left(&self) {
         fence(Ordering::SeqCst);
         if self.cohort.state.load(Ordering::Relaxed) & WRITER_BIT != 0 && self.readers_total() == 0
@@ -613,13 +607,23 @@ impl RawRwLock {
         self.unlock_cohort(g, fair);
     }
 
+    /// Releases a read counted in the state word (guard state
+    /// [`SharedGuardState::FAST`]).
+    #[inline]
+    pub(crate) fn unlock_shared_word(&self) {
+        // Release: a writer that reads the count without us (an Acquire load or
+        // RMW of the word) starts after our read section, whose reads then
+        // cannot see its writes.
+        let old = self.cohort.state.fetch_sub(READER_ONE, Ordering::Release);
+        if old & WRITER_BIT != 0 {
+            self.after_reader_left();
+        }
+    }
+
     #[inline]
     pub(crate) fn unlock_shared_inner(&self, g: SharedGuardState) {
         if g.counter == FAST {
-            let old = self.cohort.state.fetch_sub(READER_ONE, Ordering::Release);
-            if old & WRITER_BIT != 0 {
-                self.after_reader_left();
-            }
+            self.unlock_shared_word();
         } else {
             // SAFETY: `counter` is the address of an snode of this lock (set in
             // `lock_shared_slow`); snodes live until the lock is dropped, which
@@ -663,7 +667,7 @@ impl RawRwLock {
     /// [`lock_api::RawRwLock::lock_shared`]'s slow path: no deadline, so it
     /// always returns the lock.
     #[cold]
-    fn lock_shared_untimed_slow(&self) -> SharedGuardState {
+    pub(crate) fn lock_shared_untimed_slow(&self) -> SharedGuardState {
         match self.lock_shared_slow(None) {
             Some(g) => g,
             None => untimed_lock_failed(),
