@@ -314,18 +314,17 @@ fn downgrade_with_a_full_reader_counter() {
     assert!(!l.is_locked());
 }
 
-/// `notify_all` with the mutex's parked count (nearly) full: the requeued
-/// waiters cannot be counted on the mutex, so all are woken instead; the
-/// count never carries into the bits above it.
-#[test]
-fn notify_all_with_a_full_parked_count() {
+/// `notify_all` on `waiters` condvar waiters while the mutex's parked count
+/// holds `fake` stand-ins for parked threads (in units of one thread). Returns
+/// the mutex's state word and its requeue pseudo-snode's parked count right
+/// after the notify.
+fn notify_all_with_parked(waiters: usize, fake: usize) -> (usize, usize) {
     use crate::RawCondvar;
-    use crate::cohort::{PARKED_MASK, PARKED_ONE};
+    use crate::cohort::{PARKED_ONE, REQUEUE_NODE};
     use lock_api::{RawCondvar as _, RawMutex as _};
     use std::sync::atomic::AtomicUsize;
-    const WAITERS: usize = 3;
     let shared = Arc::new((RawMutex::new(), RawCondvar::new(), AtomicUsize::new(0)));
-    let hs: Vec<_> = (0..WAITERS)
+    let hs: Vec<_> = (0..waiters)
         .map(|_| {
             let shared = shared.clone();
             thread::spawn(move || {
@@ -344,30 +343,63 @@ fn notify_all_with_a_full_parked_count() {
     // before it released it.
     let g = loop {
         let g = m.lock();
-        if ready.load(Ordering::SeqCst) == WAITERS {
+        if ready.load(Ordering::SeqCst) == waiters {
             break g;
         }
         // SAFETY: we hold `m` with state `g`.
         unsafe { m.unlock(g) };
         thread::yield_now();
     };
-    // Stand-ins for parked threads: one short of a full count.
-    let fake = PARKED_MASK - PARKED_ONE;
-    m.cohort.state.fetch_add(fake, Ordering::SeqCst);
-    assert_eq!(cv.notify_all(), WAITERS);
+    m.cohort
+        .state
+        .fetch_add(fake * PARKED_ONE, Ordering::SeqCst);
+    assert_eq!(cv.notify_all(), waiters);
     let s = m.cohort.state.load(Ordering::SeqCst);
-    m.cohort.state.fetch_sub(fake, Ordering::SeqCst);
-    assert_eq!(
-        s & !PARKED_MASK,
-        LOCKED_BIT,
-        "parked count carried into other bits"
-    );
+    // Only `notify_all` counts threads on the pseudo-snode (woken threads
+    // park on their own node's), so this count is exactly what it requeued.
+    let requeued = m
+        .cohort
+        .snodes
+        .find(REQUEUE_NODE)
+        .map_or(0, |rq| rq.hot.parked.load(Ordering::SeqCst));
+    m.cohort
+        .state
+        .fetch_sub(fake * PARKED_ONE, Ordering::SeqCst);
     // SAFETY: we hold `m` with state `g`.
     unsafe { m.unlock(g) };
     for h in hs {
         h.join().unwrap();
     }
     assert_eq!(m.parked_waiters(), 0);
+    (s, requeued)
+}
+
+/// `notify_all` with the mutex's parked count (nearly) full: requeued
+/// waiters that do not fit in the count are not requeued, all are woken
+/// instead; the count never carries into the bits above it.
+#[test]
+fn notify_all_with_a_full_parked_count() {
+    use crate::cohort::{PARKED_MASK, PARKED_MAX};
+    // Two to requeue, room for one: all woken.
+    let (s, requeued) = notify_all_with_parked(3, PARKED_MAX - 1);
+    assert_eq!(
+        s & !PARKED_MASK,
+        LOCKED_BIT,
+        "parked count carried into other bits"
+    );
+    assert_eq!(requeued, 0, "requeued past a full count");
+    // One to requeue, no room: all woken.
+    let (s, requeued) = notify_all_with_parked(2, PARKED_MAX);
+    assert_eq!(
+        s & !PARKED_MASK,
+        LOCKED_BIT,
+        "parked count carried into other bits"
+    );
+    assert_eq!(requeued, 0, "requeued past a full count");
+    // One to requeue, room for exactly one: requeued, the count is full.
+    let (s, requeued) = notify_all_with_parked(2, PARKED_MAX - 1);
+    assert_eq!(requeued, 1, "not requeued though it fit");
+    assert_eq!(parked_count(s), PARKED_MAX);
 }
 
 /// `notify_one` reports whether it woke a waiter, and the woken waiter leaves
