@@ -19,7 +19,9 @@
 //!
 //! # Algorithm (CST, Kashyap, Min, Kim, USENIX ATC 2017, adapted)
 //!
-//! * Fast path: CAS `LOCKED_BIT` in; unlock CASes it out when nobody is parked.
+//! * Fast path: CAS `LOCKED_BIT` in; the mutex's unlock subtracts it
+//!   (parking_lot 0.13's release, one atomic subtract); the rwlock's writer
+//!   unlock CASes it out when nobody is parked.
 //! * Slow path: the waiter spins (bounded, [`SPIN_ROUNDS`]) while the lock is
 //!   likely to come soon, then gets (allocates on first use) the snode of its
 //!   node and parks on its queue: after the bounded spin, or at once when the
@@ -40,6 +42,12 @@
 //!   If the picked snode has nobody left (its waiter timed out), nothing
 //!   changed and the unlocker picks again; the lock is never released with
 //!   a wake-up still owed.
+//! * The mutex's subtracting release may free the lock with parked waiters:
+//!   then the unlocker takes the lock back (barging like any thread) and
+//!   runs the slow unlock above; if another thread took the lock first, the
+//!   wake-up is that thread's to make (its release sees the parked count), so
+//!   no parked waiter stays asleep beside a free lock with nobody left to
+//!   wake it.
 
 use crate::config;
 use crate::snode::{Snode, SnodeList};
@@ -202,6 +210,8 @@ impl Cohort {
     /// the fast path) is taken without allocating.
     #[cold]
     pub(crate) fn lock_slow(&self, deadline: Option<Instant>) -> Option<usize> {
+        #[cfg(numa_loom)]
+        sync::set_loom_handed(false);
         let node = sync::current_node();
         let mut snode: Option<&Snode> = None;
         let mut round = 0u32;
@@ -240,7 +250,11 @@ impl Cohort {
             }
             let sn = *snode.get_or_insert_with(|| self.snodes.get_or_insert(node));
             match self.park_on(sn, deadline) {
-                ParkResult::Unparked(TOKEN_HANDOFF) => return Some(node),
+                ParkResult::Unparked(TOKEN_HANDOFF) => {
+                    #[cfg(numa_loom)]
+                    sync::set_loom_handed(true);
+                    return Some(node);
+                }
                 ParkResult::Unparked(_) => {
                     woken = true;
                     round = 0;
@@ -322,6 +336,45 @@ impl Cohort {
         self.state
             .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
             .map(drop)
+    }
+
+    /// The mutex's release: subtracts `LOCKED_BIT` and returns the word before.
+    /// Anything else in it (parked waiters) makes the caller call
+    /// [`Cohort::unlock_released`].
+    #[inline]
+    pub(crate) fn release(&self) -> usize {
+        // Release: publishes the critical section to the next acquirer (its
+        // Acquire CAS of `LOCKED_BIT`, or a release sequence through the RMWs
+        // of the word in between).
+        self.state.fetch_sub(LOCKED_BIT, Ordering::Release)
+    }
+
+    /// After [`Cohort::release`] found more than `LOCKED_BIT` in the word: `s`
+    /// is the word after the release. While waiters are parked and the lock
+    /// is free, takes it back and runs [`Cohort::unlock_slow`] (which wakes
+    /// one, or hands it off), so the wake-up the release owed is made; a
+    /// thread that holds the lock meanwhile owes it instead (its own release
+    /// sees the parked count).
+    #[cold]
+    pub(crate) fn unlock_released(&self, mut s: usize, node: usize) {
+        loop {
+            if parked_count(s) == 0 || s & LOCKED_BIT != 0 {
+                return;
+            }
+            // Acquire: the slow unlock may hand the lock to a woken waiter,
+            // which synchronizes with us only (through the unpark); it must see
+            // the critical section of a thread that took and released the lock
+            // since our release.
+            match self.state.compare_exchange_weak(
+                s,
+                s | LOCKED_BIT,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return self.unlock_slow(s | LOCKED_BIT, node, false),
+                Err(x) => s = x,
+            }
+        }
     }
 
     /// Slow unlock: some thread is parked (or the rwlock has other bits set).

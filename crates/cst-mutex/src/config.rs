@@ -116,6 +116,10 @@ pub fn fairness_timeout() -> Duration {
 /// back takes effect at the next check.
 pub(crate) fn fairness_due(snode: &Snode, now: u64) -> bool {
     use crate::sync::Ordering;
+    #[cfg(numa_loom)]
+    if crate::sync::loom_fairness_due() {
+        return true;
+    }
     // Relaxed: the field is only accessed under the same queue lock.
     let since = snode.hot.fair_since_ns.load(Ordering::Relaxed);
     let period = FAIRNESS_NS.load(StdOrdering::Relaxed);

@@ -229,5 +229,22 @@ pub fn __set_loom_batch_bound(bound: u32) {
     sync::set_loom_batch_bound(bound);
 }
 
+/// Test hook for the loom models: makes every fairness check of the calling
+/// loom thread's unlocks due (so its wake-ups hand the lock off), or stops
+/// that. Not part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __set_loom_fairness_due(due: bool) {
+    sync::set_loom_fairness_due(due);
+}
+
+/// Test hook for the loom models: whether the calling loom thread's last
+/// slow mutex acquisition was a handoff. Not part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __loom_handed() -> bool {
+    sync::loom_handed()
+}
+
 #[cfg(all(test, not(numa_loom)))]
 mod tests;

@@ -189,8 +189,11 @@ unsafe impl lock_api::RawMutex for RawMutex {
 
     #[inline]
     unsafe fn unlock(&self, guard: MutexGuardState) {
-        if let Err(s) = self.cohort.try_unlock_fast() {
-            self.cohort.unlock_slow(s, guard.node, false);
+        // One atomic subtract, as parking_lot 0.13's release; with parked
+        // waiters the wake-up follows (`Cohort::unlock_released`).
+        let old = self.cohort.release();
+        if old != LOCKED_BIT {
+            self.cohort.unlock_released(old & !LOCKED_BIT, guard.node);
         }
     }
 

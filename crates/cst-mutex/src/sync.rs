@@ -240,6 +240,34 @@ pub(crate) fn set_loom_batch_bound(bound: u32) {
     loom_impl::BATCH.with(|n| n.set(bound));
 }
 
+/// Under loom: whether the calling loom thread made every fairness check due
+/// (see [`set_loom_fairness_due`]).
+#[cfg(numa_loom)]
+pub(crate) fn loom_fairness_due() -> bool {
+    loom_impl::FAIR_DUE.with(|f| f.get())
+}
+
+/// Test hook for loom models: from now on every fairness check of the calling
+/// loom thread's unlocks is due (its wake-ups hand the lock off).
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_fairness_due(due: bool) {
+    loom_impl::FAIR_DUE.with(|f| f.set(due));
+}
+
+/// Under loom: records whether the calling loom thread's last slow
+/// acquisition was a handoff.
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_handed(handed: bool) {
+    loom_impl::HANDED.with(|h| h.set(handed));
+}
+
+/// Test hook for loom models: whether the calling loom thread's last slow
+/// acquisition of a mutex was a handoff (it was woken holding the lock).
+#[cfg(numa_loom)]
+pub(crate) fn loom_handed() -> bool {
+    loom_impl::HANDED.with(|h| h.get())
+}
+
 #[cfg(numa_loom)]
 mod loom_impl {
     use super::model;
@@ -253,6 +281,8 @@ mod loom_impl {
         pub(super) static SPIN: Cell<u32> = Cell::new(0);
         pub(super) static CLOCK: Cell<u64> = Cell::new(0);
         pub(super) static BATCH: Cell<u32> = Cell::new(0);
+        pub(super) static FAIR_DUE: Cell<bool> = Cell::new(false);
+        pub(super) static HANDED: Cell<bool> = Cell::new(false);
     }
 
     struct Waiter {

@@ -11,8 +11,8 @@
 #![cfg(numa_loom)]
 
 use cst_mutex::{
-    __set_loom_batch_bound, __set_loom_node, __set_loom_spin_rounds, MutexGuardState, RawCondvar,
-    RawMutex, RawRwLock,
+    __loom_handed, __set_loom_batch_bound, __set_loom_fairness_due, __set_loom_node,
+    __set_loom_spin_rounds, MutexGuardState, RawCondvar, RawMutex, RawRwLock,
 };
 use lock_api::{RawCondvar as _, RawCondvarTimed as _};
 use lock_api::{
@@ -974,6 +974,62 @@ fn mutex_barging_past_parked_waiters() {
         assert_eq!(get(&cell), 4);
     });
     assert!(BARGES.load(StdOrdering::Relaxed) > 0);
+}
+
+/// The mutex's release is a subtract; finding a parked waiter W, the unlocker
+/// T takes the lock back to wake W, and here hands it off (T's fairness checks
+/// are all due). A barging thread H may take and release the lock between
+/// T's release and T's re-acquisition: W, woken holding the lock, synchronizes
+/// only with T (through the unpark), so it sees H's critical section only
+/// through the Acquire of T's re-acquiring CAS.
+///
+/// Counted: W was handed the lock and saw H's section (H ran between T's
+/// release and T's re-acquisition).
+#[test]
+fn mutex_reacquire_after_a_barging_section_hands_off() {
+    static REACHED: StdCounter = StdCounter::new(0);
+    model_bounded(2, || {
+        let m = Arc::new(RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        __set_loom_node(0);
+        let g = m.lock();
+        let w = {
+            let (m, cell) = (m.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(0);
+                let g = m.lock();
+                let handed = __loom_handed();
+                let seen = get(&cell);
+                // SAFETY: our acquisition.
+                unsafe { m.unlock(g) };
+                if handed && seen == 2 {
+                    REACHED.fetch_add(1, StdOrdering::Relaxed);
+                }
+            })
+        };
+        // Let W park before H exists, so H can only barge.
+        while m.parked_waiters() == 0 {
+            thread::yield_now();
+        }
+        let h = {
+            let (m, cell) = (m.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(1);
+                if let Some(g) = m.try_lock() {
+                    bump(&cell);
+                    // SAFETY: our acquisition.
+                    unsafe { m.unlock(g) };
+                }
+            })
+        };
+        bump(&cell);
+        __set_loom_fairness_due(true);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        w.join().unwrap();
+        h.join().unwrap();
+    });
+    assert!(REACHED.load(StdOrdering::Relaxed) > 0);
 }
 
 static UPGRADABLE_THEN_WRITER: StdCounter = StdCounter::new(0);
