@@ -15,7 +15,8 @@
 //! `HALF` is half the word (32 on 64-bit targets). The parked count is exact:
 //! it changes only inside the parking lot's queue lock of the snode the thread
 //! parks on (validate, unpark callback, timeout callback), so an unlocker
-//! that sees a count of 0 knows nobody sleeps and releases with one CAS.
+//! that sees a count of 0 knows nobody sleeps: its release (one subtract for
+//! the mutex, one CAS for the rwlock's writer) is all it owes.
 //!
 //! # Algorithm (CST, Kashyap, Min, Kim, USENIX ATC 2017, adapted)
 //!
@@ -288,7 +289,7 @@ impl Cohort {
                 // `unlock_slow`, which retries on a stale one).
                 snode.hot.parked.fetch_add(1, Ordering::Relaxed);
                 // Relaxed, as parking_lot sets its `PARKED_BIT`: what prevents
-                // lost wake-ups is that this CAS and every unlock's CAS of
+                // lost wake-ups is that this CAS and every unlock's RMW of
                 // `LOCKED_BIT` are RMWs of one word, so one of them sees the
                 // other (coherence, no cross-location order needed); nothing else is published (the
                 // snode count is a hint, see above), and nothing is acquired: a
