@@ -172,12 +172,12 @@ impl RawRwLock {
     }
 
     #[inline]
-    fn reader_key(&self) -> usize {
+    pub(crate) fn reader_key(&self) -> usize {
         self as *const Self as usize
     }
 
     #[inline]
-    fn writer_key(&self) -> usize {
+    pub(crate) fn writer_key(&self) -> usize {
         self as *const Self as usize + 1
     }
 

@@ -443,3 +443,22 @@ fn condvar_debug_names_the_type() {
         "RawCondvar { .. }"
     );
 }
+
+/// Every queue of the parking lot a lock sleeps on has a key of its own: an
+/// rwlock's reader and writer queues differ from each other, from its cohort's
+/// requeue queue and from every other lock's, so a wake-up meant for one queue
+/// never lands in another (where it would be lost).
+#[test]
+fn rwlock_park_keys_are_its_own() {
+    use crate::RawRwLock;
+    let locks = [RawRwLock::new(), RawRwLock::new()];
+    let keys: Vec<usize> = locks
+        .iter()
+        .flat_map(|l| [l.reader_key(), l.writer_key(), l.cohort.requeue_key()])
+        .collect();
+    for (i, a) in keys.iter().enumerate() {
+        for b in &keys[i + 1..] {
+            assert_ne!(a, b, "two queues share a park key: {keys:?}");
+        }
+    }
+}
