@@ -349,7 +349,7 @@ impl RawRwLock {
     #[inline]
     fn pop_read(&self) -> Option<SharedGuardState> {
         let s = self.cohort.state.load(sync::Ordering::Relaxed);
-        if s & NODE_READERS_BIT == 0 && s & READER_MASK != 0 {
+        if word_read(s) {
             return Some(SharedGuardState::FAST);
         }
         self.pop_read_slow(s)
@@ -370,6 +370,14 @@ impl RawRwLock {
         );
         Some(SharedGuardState::FAST)
     }
+}
+
+/// Whether a state word `s`, read by a thread that holds a read lock, shows
+/// that lock counted in the word itself: no node readers, some word readers
+/// (see [`RawRwLock::pop_read`]).
+#[inline]
+fn word_read(s: usize) -> bool {
+    s & NODE_READERS_BIT == 0 && s & READER_MASK != 0
 }
 
 // SAFETY: forwards to the lock_api 0.5 implementation. Exclusive releases pass a
@@ -403,7 +411,7 @@ unsafe impl lock_api04::RawRwLock for RawRwLock {
     unsafe fn unlock_shared(&self) {
         // `pop_read`'s fast case inline (see there), the rest out of line.
         let s = self.cohort.state.load(sync::Ordering::Relaxed);
-        if s & NODE_READERS_BIT == 0 && s & READER_MASK != 0 {
+        if word_read(s) {
             self.unlock_shared_word();
         } else {
             // SAFETY: the caller holds a read lock of `self` (trait contract).
