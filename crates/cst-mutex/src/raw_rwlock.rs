@@ -140,6 +140,13 @@ impl SharedGuardState {
     /// A read counted in the state word (no snode counter).
     pub(crate) const FAST: SharedGuardState = SharedGuardState { counter: FAST };
 
+    /// A read counted on `snode`'s reader counter.
+    pub(crate) fn for_snode(snode: &Snode) -> SharedGuardState {
+        SharedGuardState {
+            counter: snode as *const Snode as usize,
+        }
+    }
+
     /// Whether this read is counted in the state word, not on an snode counter.
     #[cfg(feature = "lock_api_04")]
     #[inline]
@@ -374,9 +381,7 @@ impl RawRwLock {
                         self.cohort.snodes.get_or_insert(sync::current_node())
                     });
                     if self.try_shared_node(sn) {
-                        return Some(SharedGuardState {
-                            counter: sn as *const Snode as usize,
-                        });
+                        return Some(SharedGuardState::for_snode(sn));
                     }
                 }
             }
@@ -582,9 +587,7 @@ impl RawRwLock {
             .state
             .fetch_or(NODE_READERS_BIT, Ordering::Relaxed);
         snode.readers.count.fetch_add(1, Ordering::Relaxed);
-        SharedGuardState {
-            counter: snode as *const Snode as usize,
-        }
+        SharedGuardState::for_snode(snode)
     }
 
     #[inline]

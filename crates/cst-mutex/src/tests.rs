@@ -462,3 +462,138 @@ fn rwlock_park_keys_are_its_own() {
         }
     }
 }
+
+/// A recursive read joins only readers already inside: with a writer in (and
+/// no reader counted) it is refused, whatever other bits the word holds.
+#[test]
+fn recursive_read_refused_while_a_writer_holds() {
+    use lock_api::RawRwLock as _;
+    let l = crate::RawRwLock::new();
+    let g = l.lock_exclusive();
+    assert!(
+        l.try_lock_shared_recursive().is_none(),
+        "recursive read beside a writer"
+    );
+    // SAFETY: `g` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(g) };
+    assert!(!l.is_locked());
+}
+
+/// A reader that parks behind a writer and times out leaves the word as it
+/// found it: the writer still holds the lock (no reader or writer gets in
+/// beside it), and after the writer's unlock the word is free again.
+#[test]
+fn timed_out_reader_leaves_the_writer_holding() {
+    use crate::cohort::{READERS_PARKED_BIT, WRITER_BIT};
+    use lock_api::{RawRwLock as _, RawRwLockTimed as _};
+    let l = crate::RawRwLock::new();
+    let g = l.lock_exclusive();
+    let before = l.cohort.state.load(Ordering::SeqCst);
+    // Long enough to finish the spin rounds and park, so the time-out runs
+    // the parking lot's last-waiter callback.
+    assert!(l.try_lock_shared_for(Duration::from_millis(30)).is_none());
+    let after = l.cohort.state.load(Ordering::SeqCst);
+    assert_eq!(
+        after & !READERS_PARKED_BIT,
+        before,
+        "the time-out changed the word"
+    );
+    assert_ne!(after & WRITER_BIT, 0);
+    assert!(l.try_lock_shared().is_none(), "reader beside the writer");
+    assert!(l.try_lock_exclusive().is_none(), "two writers");
+    // SAFETY: `g` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(g) };
+    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+}
+
+/// Two readers parked behind one writer both get in when it leaves: the
+/// second to park must not undo the first's `READERS_PARKED_BIT`, or the
+/// writer's unlock would wake nobody.
+#[test]
+fn two_parked_readers_both_wake() {
+    use lock_api::RawRwLock as _;
+    use std::sync::mpsc;
+    let l = Arc::new(crate::RawRwLock::new());
+    let g = l.lock_exclusive();
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..2 {
+        let (l, tx) = (l.clone(), tx.clone());
+        thread::spawn(move || {
+            let r = l.lock_shared();
+            // SAFETY: `r` is this thread's shared acquisition.
+            unsafe { l.unlock_shared(r) };
+            tx.send(()).unwrap();
+        });
+    }
+    // Both readers finish their spin rounds (microseconds) and park.
+    thread::sleep(Duration::from_millis(100));
+    // SAFETY: `g` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(g) };
+    for i in 0..2 {
+        rx.recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("parked reader {i} never woke after the writer left"));
+    }
+}
+
+/// A writer parked while draining readers is woken by the last reader to
+/// leave, whether that reader was counted in the state word or on an snode.
+#[test]
+fn draining_writer_wakes_when_the_last_reader_leaves() {
+    use lock_api::RawRwLock as _;
+    use std::sync::mpsc;
+    for on_snode in [false, true] {
+        let l = Arc::new(crate::RawRwLock::new());
+        let snode = l.cohort.snodes.get_or_insert(1);
+        let r = if on_snode {
+            assert!(l.try_shared_node(snode));
+            None
+        } else {
+            Some(l.lock_shared())
+        };
+        let (tx, rx) = mpsc::channel();
+        let w = {
+            let l = l.clone();
+            thread::spawn(move || {
+                let g = l.lock_exclusive();
+                // SAFETY: `g` is this thread's exclusive acquisition.
+                unsafe { l.unlock_exclusive(g) };
+                tx.send(()).unwrap();
+            })
+        };
+        // The writer sets `WRITER_BIT`, spins (microseconds), then parks.
+        thread::sleep(Duration::from_millis(100));
+        assert!(rx.try_recv().is_err(), "writer beside a reader");
+        match r {
+            // SAFETY: `r` is our shared acquisition.
+            Some(r) => unsafe { l.unlock_shared(r) },
+            None => {
+                let g = crate::SharedGuardState::for_snode(snode);
+                // SAFETY: `g` names the snode read registered above.
+                unsafe { l.unlock_shared(g) };
+            }
+        }
+        rx.recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("draining writer never woke (reader on snode: {on_snode})"));
+        w.join().unwrap();
+        assert!(!l.is_locked());
+    }
+}
+
+/// A reader turned away by a writer leaves `NODE_READERS_BIT` alone: once the
+/// writer leaves the word is 0 again and the next writer takes the fast path.
+#[test]
+fn reader_turned_away_by_a_writer_leaves_the_word_clean() {
+    use lock_api::RawRwLock as _;
+    let l = crate::RawRwLock::new();
+    let snode = l.cohort.snodes.get_or_insert(1);
+    let g = l.lock_exclusive();
+    assert!(!l.try_shared_node(snode), "node reader beside a writer");
+    assert_eq!(snode.readers.count.load(Ordering::SeqCst), 0);
+    // SAFETY: `g` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(g) };
+    assert_eq!(
+        l.cohort.state.load(Ordering::SeqCst),
+        0,
+        "a turned-away reader left a bit set"
+    );
+}
