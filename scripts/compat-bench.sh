@@ -33,8 +33,9 @@ work="$out/build"
 
 setup() { # NAME PATCHED
     local dir="$work/$1"
-    rm -rf "$dir"
+    # Keep the build's target directory (incremental rebuilds), nothing else.
     mkdir -p "$dir"
+    find "$dir" -mindepth 1 -maxdepth 1 ! -name target -exec rm -rf {} +
     cp -r "$repo/scripts/compat-bench/Cargo.toml" "$repo/scripts/compat-bench/src" "$dir/"
     if [[ $2 == 1 ]]; then
         printf '\n[patch.crates-io]\nparking_lot = { path = "%s" }\n' "$compat" >> "$dir/Cargo.toml"

@@ -606,6 +606,15 @@ impl RawRwLock {
         {
             return;
         }
+        self.unlock_exclusive_slow(g, fair);
+    }
+
+    /// The exclusive release when the word holds more than our own bits
+    /// (parked readers or writers, node readers): one out-of-line call, so
+    /// callers inline no more than the CAS.
+    #[cold]
+    #[inline(never)]
+    fn unlock_exclusive_slow(&self, g: ExclusiveGuardState, fair: bool) {
         self.clear_writer_bit();
         self.unlock_cohort(g, fair);
     }
@@ -637,10 +646,13 @@ impl RawRwLock {
         }
     }
 
+    /// The writer's fast path: the cohort mutex and `WRITER_BIT` in one CAS
+    /// from a free word with no reader of any kind.
     #[inline]
-    fn lock_exclusive_inner(&self, deadline: Option<Instant>) -> Option<ExclusiveGuardState> {
-        if self
-            .cohort
+    fn try_writer_fast(&self) -> bool {
+        // Acquire: pairs with the Release of the previous writer's or last
+        // reader's release of the word.
+        self.cohort
             .state
             .compare_exchange(
                 0,
@@ -649,7 +661,11 @@ impl RawRwLock {
                 Ordering::Relaxed,
             )
             .is_ok()
-        {
+    }
+
+    #[inline]
+    fn lock_exclusive_inner(&self, deadline: Option<Instant>) -> Option<ExclusiveGuardState> {
+        if self.try_writer_fast() {
             return Some(ExclusiveGuardState { node: UNKNOWN_NODE });
         }
         self.lock_exclusive_slow(deadline)
@@ -665,6 +681,16 @@ impl RawRwLock {
         }
         self.unlock_cohort(g, false);
         None
+    }
+
+    /// [`lock_api::RawRwLock::lock_exclusive`]'s slow path: no deadline, so it
+    /// always returns the lock.
+    #[cold]
+    fn lock_exclusive_untimed_slow(&self) -> ExclusiveGuardState {
+        match self.lock_exclusive_slow(None) {
+            Some(g) => g,
+            None => untimed_lock_failed(),
+        }
     }
 
     /// [`lock_api::RawRwLock::lock_shared`]'s slow path: no deadline, so it
@@ -749,24 +775,18 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn lock_exclusive(&self) -> ExclusiveGuardState {
-        match self.lock_exclusive_inner(None) {
-            Some(g) => g,
-            None => untimed_lock_failed(),
+        // The fast CAS inline, the rest (which cannot fail without a deadline)
+        // in one out-of-line call.
+        if self.try_writer_fast() {
+            return ExclusiveGuardState { node: UNKNOWN_NODE };
         }
+        self.lock_exclusive_untimed_slow()
     }
 
     #[inline]
     fn try_lock_exclusive(&self) -> Option<ExclusiveGuardState> {
-        self.cohort
-            .state
-            .compare_exchange(
-                0,
-                LOCKED_BIT | WRITER_BIT,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .ok()
-            .map(|_| ExclusiveGuardState { node: UNKNOWN_NODE })
+        self.try_writer_fast()
+            .then_some(ExclusiveGuardState { node: UNKNOWN_NODE })
             .or_else(|| {
                 if !self.cohort.try_lock() {
                     return None;
