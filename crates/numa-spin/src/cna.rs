@@ -48,7 +48,7 @@
 use crate::backoff::SpinWait;
 use crate::config::{Config, Tunables};
 use crate::node::{self, HEAD, HEAD_OWNER, HeadState, Me, QNode, WAIT, registry};
-use crate::raw_lock::{HANDED, KICK_BASE, LOCKED, NO_STEAL, RawLock, TAIL_SHIFT, UNLOCKED};
+use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, RawLock, TAIL_SHIFT, UNLOCKED};
 use crate::sync::{self, Ordering};
 
 /// The NUMA node recorded in the node named by `code`.
@@ -430,14 +430,6 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     }
 
     /// Makes the waiter `to` head, passing `state`; our last access to its node.
-    ///
-    /// With `flag == HEAD` we hold the lock, and a waiter that parked is not
-    /// woken here but by our release, after the lock is free (the deferred kick
-    /// of pvqspinlock's `pv_kick_node`): a wake-up is a system call of a few
-    /// microseconds, which would otherwise lengthen our hold of the lock and so
-    /// stall every thread behind it. The new head cannot take the lock before
-    /// the release anyway. With `HEAD_OWNER` the lock is the waiter's from now
-    /// on, so it is woken at once.
     fn hand_off(&self, to: u32, state: HeadState, flag: u32) {
         let node = registry().node(to);
         sync::trace(|| {
@@ -452,23 +444,10 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // head; its previous read of the cell (in an earlier head-ship) happened before
         // it re-enqueued, which happened-before we reached it through a link.
         node.handoff.with_mut(|p| unsafe { *p = state });
-        // Release inside (a swap): publishes the cell, our queue rewiring, and
-        // (HEAD_OWNER) our critical section to the new head's Acquire load in
-        // `node::wait_signal`.
-        if node::signal_deferred(&node.locked, flag) {
-            if flag == HEAD {
-                // Leave the wake-up to our release: record the new head in the
-                // lock word. Relaxed: while the lock is held only its holder
-                // writes `locked` (every other write is a CAS from UNLOCKED or
-                // HANDED); the value publishes nothing, and the release that
-                // reads it back is ours, or ordered after our acquisition by
-                // whoever passed our guard on.
-                self.locked.store(KICK_BASE + to, Ordering::Relaxed);
-                sync::event("cna-kick-deferred");
-            } else {
-                sync::unpark_one(&node.locked);
-            }
-        }
+        // Release inside (a swap, waking the waiter if it parked): publishes the
+        // cell, our queue rewiring, and (HEAD_OWNER) our critical section to the
+        // new head's Acquire load in `node::wait_signal`.
+        node::signal(&node.locked, flag);
         sync::trace(|| "handed".into());
     }
 }

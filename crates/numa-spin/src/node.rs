@@ -537,17 +537,10 @@ pub(crate) fn wait_signal(word: &AtomicU32, cfg: &crate::Config) -> u32 {
 /// (queue nodes and HQ metadata are never freed), and a stray wake-up of a later
 /// wait on the same word is a spurious one, which `wait_signal` tolerates.
 pub(crate) fn signal(word: &AtomicU32, value: u32) {
-    if signal_deferred(word, value) {
+    debug_assert!(value != WAIT && value != PARKED);
+    if word.swap(value, Ordering::Release) == PARKED {
         crate::sync::unpark_one(word);
     }
-}
-
-/// [`signal`] without the wake-up: returns whether the waiter parked, in which
-/// case the caller owes it `sync::unpark_one(word)` (a lock holder passing
-/// head-ship defers it to its release, see `RawLock::release`).
-pub(crate) fn signal_deferred(word: &AtomicU32, value: u32) -> bool {
-    debug_assert!(value != WAIT && value != PARKED);
-    word.swap(value, Ordering::Release) == PARKED
 }
 
 /// Waits until the link `word` (a queue node's `next`, an HQ node queue's

@@ -7,16 +7,15 @@
 //!
 //! | word | bits | meaning |
 //! | --- | --- | --- |
-//! | `locked` | all | `UNLOCKED` (0), `LOCKED` (1), `HANDED` (2: held, passed by `unlock_fair` to the queue head), or `KICK_BASE + code` (held; the holder made the sleeping waiter `code` queue head, and the release wakes it) |
+//! | `locked` | all | `UNLOCKED` (0), `LOCKED` (1) or `HANDED` (2: held, passed by `unlock_fair` to the queue head) |
 //! | `tail` | 0 | `NO_STEAL`: the queue head forbids lock stealing (the role pvqspinlock's hybrid mode gives the pending bit) |
 //! | `tail` | 1..32 | code of the last queue node (see [`crate::node`]), 0 = empty queue |
 //!
 //! Linux's qspinlock keeps locked byte, pending bit and tail in one 32-bit word and
 //! unlocks with a byte store to the locked byte. Rust (and loom) forbid mixed-size
 //! atomic accesses to the same memory, so the locked "byte" is a word of its own:
-//! `unlock` is still one release store (after a load of the word, which only the
-//! holder writes while the lock is held), and every other transition is a CAS or
-//! RMW on one word. The price is that the fast path cannot see "queue non-empty" and
+//! `unlock` is still one release store, and every other transition is a CAS or RMW
+//! on one word. The price is that the fast path cannot see "queue non-empty" and
 //! "locked" in one read; it reads the tail word once (relaxed, same cache line)
 //! before its CAS to honour `NO_STEAL`.
 //!
@@ -45,12 +44,6 @@ pub(crate) const LOCKED: u32 = 1;
 /// with a CAS `HANDED -> LOCKED` (the token is consumed exactly once, even by a head
 /// whose view of the word is stale).
 pub(crate) const HANDED: u32 = 2;
-
-/// `locked` above `KICK_BASE`: held, and the holder made the parked waiter with
-/// code `locked - KICK_BASE` queue head; the release wakes it once the lock is
-/// free (pvqspinlock's deferred kick, `pv_kick_node`). Codes start at 1, so
-/// every such value is above `HANDED`.
-pub(crate) const KICK_BASE: u32 = HANDED;
 
 /// `tail` bit 0: lock stealing forbidden.
 pub(crate) const NO_STEAL: u32 = 1;
@@ -99,15 +92,6 @@ pub struct RawLock<const NUMA: bool, T: Tunables = Global> {
     pub(crate) tunables: T,
     #[cfg(feature = "stats")]
     pub(crate) counters: crate::stats::Counters,
-}
-
-/// Wakes the parked queue head `code` after the release (a deferred kick, see
-/// [`KICK_BASE`]). Out of line: only releases that follow a hand-off to a
-/// sleeping waiter get here.
-#[cold]
-#[inline(never)]
-fn kick(code: u32) {
-    crate::sync::unpark_one(&crate::node::registry().node(code).locked);
 }
 
 impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
@@ -197,8 +181,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         ok
     }
 
-    /// Releases the lock (`lock_api::RawMutex::unlock`): one release store, then,
-    /// if the holder made a sleeping waiter queue head, its wake-up.
+    /// Releases the lock: one release store (`lock_api::RawMutex::unlock`).
     ///
     /// # Safety
     ///
@@ -208,19 +191,9 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// the `lock_api` guard of that acquisition. The lock is not tied to a thread.
     #[inline]
     pub unsafe fn release(&self) {
-        // Relaxed: while the lock is held only its holder writes `locked` (every
-        // other write is a CAS from UNLOCKED or HANDED), so this reads the value
-        // of our acquisition or of our `hand_off`. A load and a store, not a swap:
-        // a contended swap waits for the line, a store retires into the store
-        // buffer (measured: a swap cost a third of the throughput of two threads
-        // contending on two CPUs).
-        let held = self.locked.load(Ordering::Relaxed);
         // Release: our critical section happens-before the next acquisition (which
         // reads this value with Acquire, in a CAS or in the head's load).
         self.locked.store(UNLOCKED, Ordering::Release);
-        if held > KICK_BASE {
-            kick(held - KICK_BASE);
-        }
     }
 
     /// Releases the lock and hands it to the longest-waiting thread, if any
@@ -241,14 +214,9 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // a head exists (or is being told it is head, by a store it will see) and it
         // will see HANDED.
         let queued = self.tail.load(Ordering::Relaxed) >> TAIL_SHIFT != 0;
-        // Relaxed: as in `release`.
-        let held = self.locked.load(Ordering::Relaxed);
-        // Release: as in `release`. The head takes HANDED with an Acquire CAS.
+        // Release: as in `unlock`. The head takes HANDED with an Acquire CAS.
         self.locked
             .store(if queued { HANDED } else { UNLOCKED }, Ordering::Release);
-        if held > KICK_BASE {
-            kick(held - KICK_BASE);
-        }
     }
 
     /// Whether the lock is held (a momentary snapshot).
