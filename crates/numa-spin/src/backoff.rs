@@ -82,6 +82,19 @@ impl SpinWait {
     /// Waits a little: a batch of spin hints while the budget lasts, else a yield.
     #[inline]
     pub(crate) fn snooze(&mut self) {
+        self.wait(0);
+    }
+
+    /// As [`snooze`](SpinWait::snooze), but once the budget is spent sleeps
+    /// `sleep_ns` (a timed sleep: nobody has to wake the caller) instead of
+    /// yielding. Under loom a yield, as `snooze`.
+    #[inline]
+    pub(crate) fn nap(&mut self, sleep_ns: u64) {
+        self.wait(sleep_ns);
+    }
+
+    #[inline]
+    fn wait(&mut self, sleep_ns: u64) {
         // (Not under shuttle: its random schedules let a waiter spin long
         // legitimately; shuttle's own step bound reports a livelock.)
         #[cfg(all(numa_loom, not(numa_shuttle)))]
@@ -95,7 +108,11 @@ impl SpinWait {
             );
         }
         if self.left == 0 || cfg!(numa_loom) {
-            sync::yield_now();
+            if sleep_ns == 0 || cfg!(numa_loom) {
+                sync::yield_now();
+            } else {
+                sync::sleep_ns(sleep_ns);
+            }
             return;
         }
         let n = u64::from(self.batch).min(self.left);
@@ -123,6 +140,15 @@ mod tests {
         let a = ns_per_spin();
         assert!(a >= 1);
         assert_eq!(ns_per_spin(), a);
+    }
+
+    #[test]
+    fn nap_sleeps_once_the_budget_is_spent() {
+        use std::time::{Duration, Instant};
+        let mut w = SpinWait::new(0);
+        let start = Instant::now();
+        w.nap(2_000_000);
+        assert!(start.elapsed() >= Duration::from_millis(2), "no sleep");
     }
 
     #[test]

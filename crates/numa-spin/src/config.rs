@@ -96,12 +96,13 @@ pub struct Config {
     /// no bound: a queued waiter can then starve while running threads keep
     /// re-taking the lock. Default 10 us.
     pub steal_bound_ns: u64,
-    /// What a queued waiter does once its spin budget is spent, while it waits
-    /// to become queue head: park (sleep on its queue node until the head hands
-    /// over, paravirt qspinlock's `pv_wait`/`pv_kick`) or keep yielding its CPU.
-    /// The queue head itself never parks: it yields, with lock stealing allowed
-    /// while it is off the CPU. Default [`WaitPolicy::Park`] (see there for the
-    /// measurement).
+    /// What a waiter does once its spin budget is spent: with
+    /// [`WaitPolicy::Park`] a queued waiter sleeps on its queue node until the
+    /// head hands over (paravirt qspinlock's `pv_wait`/`pv_kick`), and the queue
+    /// head of a CNA or queued lock sleeps 20 us at a time (a timed sleep: the
+    /// release wakes nobody, so it stays one store); with [`WaitPolicy::Yield`]
+    /// both yield their CPU. Lock stealing is allowed while the head is off the
+    /// CPU. Default [`WaitPolicy::Park`] (see there for the measurement).
     pub wait_policy: WaitPolicy,
     /// HQ lock only ([`RawHqMutex`](crate::RawHqMutex)): how many consecutive
     /// *local* hand-offs (to the next waiter of the same NUMA node queue) a node
@@ -134,7 +135,9 @@ pub struct Config {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WaitPolicy {
     /// Sleep (futex-style wait on the queue node) until made queue head; the
-    /// handing-over head wakes it. Where the OS has no such wait, yields.
+    /// handing-over head wakes it. Where the OS has no such wait, yields. The
+    /// queue head of a CNA or queued lock then sleeps 20 us at a time between
+    /// its checks of the lock word (the HQ lock's heads yield).
     Park,
     /// Yield the CPU (`sched_yield`) between checks, never sleep.
     Yield,

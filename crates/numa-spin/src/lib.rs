@@ -19,7 +19,7 @@
 //! # When not to use it
 //!
 //! - Long critical sections, or threads that block while holding the lock: the
-//!   queue head spins and yields for as long as the lock is held (only the
+//!   queue head spins and naps for as long as the lock is held (only the
 //!   waiters behind it park, see [`WaitPolicy`]), and a FIFO hand-off to a
 //!   waiter that is not running waits for it to be scheduled. On oversubscribed
 //!   machines (more runnable threads than CPUs) prefer `cst-mutex` (spin, then

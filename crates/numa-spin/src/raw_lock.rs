@@ -80,8 +80,8 @@ pub(crate) const TAIL_SHIFT: u32 = 1;
 /// # Differences from `parking_lot::RawMutex`
 ///
 /// Queued waiters spin, then park on their queue node (with the default
-/// [`WaitPolicy::Park`](crate::WaitPolicy)); the queue head never parks, it spins
-/// and yields until the lock is free. 8 bytes instead of 1.
+/// [`WaitPolicy::Park`](crate::WaitPolicy)); the queue head never parks, it spins,
+/// then sleeps 20 us at a time until the lock is free. 8 bytes instead of 1.
 #[repr(C, align(8))]
 pub struct RawLock<const NUMA: bool, T: Tunables = Global> {
     /// `UNLOCKED`, `LOCKED` or `HANDED`.

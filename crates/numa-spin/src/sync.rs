@@ -90,6 +90,19 @@ pub(crate) fn yield_now() {
     std::thread::yield_now();
 }
 
+/// Sleeps about `ns` (`nanosleep`; the kernel's timer slack, 50 us by default
+/// on Linux, can lengthen it). Under the model checkers a yield.
+#[inline]
+pub(crate) fn sleep_ns(ns: u64) {
+    #[cfg(numa_loom)]
+    {
+        let _ = ns;
+        model::thread::yield_now();
+    }
+    #[cfg(not(numa_loom))]
+    std::thread::sleep(std::time::Duration::from_nanos(ns));
+}
+
 pub(crate) use futex::{park, unpark_one};
 
 /// Park and unpark on a queue node's word, where the OS has a futex-style wait
