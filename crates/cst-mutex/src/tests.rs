@@ -533,6 +533,18 @@ fn two_parked_readers_both_wake() {
         rx.recv_timeout(Duration::from_secs(10))
             .unwrap_or_else(|_| panic!("parked reader {i} never woke after the writer left"));
     }
+    // Both were counted exactly once and left: the word is free again (a
+    // reader that arrived late may have registered on its snode counter,
+    // which leaves `NODE_READERS_BIT` for the next writer to clear).
+    let s = l.cohort.state.load(Ordering::SeqCst);
+    assert_eq!(
+        s & !crate::cohort::NODE_READERS_BIT,
+        0,
+        "reader count off: {s:#x}"
+    );
+    let w = l.try_lock_exclusive().expect("free lock");
+    // SAFETY: `w` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(w) };
 }
 
 /// A writer parked while draining readers is woken by the last reader to
@@ -596,4 +608,57 @@ fn reader_turned_away_by_a_writer_leaves_the_word_clean() {
         0,
         "a turned-away reader left a bit set"
     );
+}
+
+/// `is_locked` and `is_locked_exclusive` in each mode, and a second writer (by
+/// `try_lock_exclusive`) refused beside the first.
+#[test]
+fn rwlock_lock_state_in_each_mode() {
+    use lock_api::RawRwLock as _;
+    let l = crate::RawRwLock::new();
+    assert!(!l.is_locked() && !l.is_locked_exclusive());
+    let w = l.try_lock_exclusive().expect("free lock");
+    assert!(l.is_locked() && l.is_locked_exclusive());
+    assert!(l.try_lock_exclusive().is_none(), "two writers");
+    assert!(l.try_lock_shared().is_none(), "reader beside a writer");
+    // SAFETY: `w` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(w) };
+    let r = l.try_lock_shared().expect("free lock");
+    assert!(l.is_locked() && !l.is_locked_exclusive());
+    // SAFETY: `r` is our shared acquisition.
+    unsafe { l.unlock_shared(r) };
+    assert!(!l.is_locked());
+    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+    assert!(format!("{l:?}").starts_with("RawRwLock {"));
+}
+
+/// The deadline forms on a free lock take it at once.
+#[test]
+fn rwlock_until_forms_take_a_free_lock() {
+    use lock_api::{RawRwLock as _, RawRwLockTimed as _};
+    use std::time::Instant;
+    let l = crate::RawRwLock::new();
+    let later = Instant::now() + Duration::from_secs(5);
+    let r = l.try_lock_shared_until(later).expect("free lock");
+    // SAFETY: `r` is our shared acquisition.
+    unsafe { l.unlock_shared(r) };
+    let w = l.try_lock_exclusive_until(later).expect("free lock");
+    // SAFETY: `w` is our exclusive acquisition.
+    unsafe { l.unlock_exclusive(w) };
+    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+}
+
+/// `try_lock_shared` on a word whose reader counter is full fails at once (it
+/// never waits for room), whatever other bits the word holds.
+#[test]
+fn try_read_with_a_full_counter_fails_at_once() {
+    use crate::cohort::{NODE_READERS_BIT, READER_MASK};
+    use lock_api::RawRwLock as _;
+    let l = crate::RawRwLock::new();
+    for extra in [0, NODE_READERS_BIT] {
+        l.cohort.state.store(READER_MASK | extra, Ordering::SeqCst);
+        assert!(l.try_lock_shared().is_none());
+        assert_eq!(l.cohort.state.load(Ordering::SeqCst), READER_MASK | extra);
+    }
+    l.cohort.state.store(0, Ordering::SeqCst);
 }
