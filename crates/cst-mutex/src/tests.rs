@@ -662,3 +662,69 @@ fn try_read_with_a_full_counter_fails_at_once() {
     }
     l.cohort.state.store(0, Ordering::SeqCst);
 }
+
+/// A writer that times out while readers are parked behind it admits them on
+/// the state word only if its counter has room for all of them; otherwise
+/// they wake to register on their own (an snode counter once the word is
+/// full). Here the word has room for one of two: neither may be counted in a
+/// counter that overflows into the bits below it.
+#[test]
+fn parked_readers_past_a_nearly_full_counter() {
+    use crate::cohort::{NODE_READERS_BIT, READER_MASK, READER_ONE};
+    use lock_api::{RawRwLock as _, RawRwLockTimed as _};
+    use std::sync::mpsc;
+    let l = Arc::new(crate::RawRwLock::new());
+    // Readers that never leave, one short of a full counter.
+    let held = READER_MASK - READER_ONE;
+    l.cohort.state.store(held, Ordering::SeqCst);
+    let writer = {
+        let l = l.clone();
+        thread::spawn(move || {
+            // Sets WRITER_BIT, waits for the readers, times out.
+            assert!(
+                l.try_lock_exclusive_for(Duration::from_millis(300))
+                    .is_none()
+            );
+        })
+    };
+    // The writer sets WRITER_BIT at once; these readers then park behind it.
+    thread::sleep(Duration::from_millis(50));
+    let (tx, rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Arc::new(StdMutex::new(go_rx));
+    for _ in 0..2 {
+        let (l, tx, go_rx) = (l.clone(), tx.clone(), go_rx.clone());
+        thread::spawn(move || {
+            let r = l.lock_shared();
+            tx.send(()).unwrap();
+            go_rx.lock().unwrap().recv().unwrap();
+            // SAFETY: `r` is this thread's shared acquisition.
+            unsafe { l.unlock_shared(r) };
+            tx.send(()).unwrap();
+        });
+    }
+    writer.join().unwrap();
+    for i in 0..2 {
+        rx.recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("reader {i} never got in after the writer gave up"));
+    }
+    // Both are inside, counted where they registered: no writer gets in (a
+    // counter that overflowed would read as no reader at all).
+    assert!(
+        l.try_lock_exclusive().is_none(),
+        "writer beside two readers: {:#x}",
+        l.cohort.state.load(Ordering::SeqCst)
+    );
+    for _ in 0..2 {
+        go_tx.send(()).unwrap();
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("reader left");
+    }
+    let s = l.cohort.state.load(Ordering::SeqCst);
+    assert_eq!(
+        s & !NODE_READERS_BIT,
+        held,
+        "the word's readers or bits changed: {s:#x}"
+    );
+    l.cohort.state.store(0, Ordering::SeqCst);
+}
