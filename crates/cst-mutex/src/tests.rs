@@ -728,3 +728,49 @@ fn parked_readers_past_a_nearly_full_counter() {
     );
     l.cohort.state.store(0, Ordering::SeqCst);
 }
+
+/// The timed upgradable forms: taken on a free lock, refused beside another
+/// upgradable holder, and a timed upgrade that succeeds with no reader inside
+/// and times out (keeping the upgradable lock) with one.
+#[test]
+fn rwlock_timed_upgradable_forms() {
+    use lock_api::{
+        RawRwLock as _, RawRwLockUpgrade as _, RawRwLockUpgradeDowngrade as _,
+        RawRwLockUpgradeTimed as _,
+    };
+    use std::time::Instant;
+    let l = crate::RawRwLock::new();
+    let soon = || Instant::now() + Duration::from_millis(20);
+    let u = l
+        .try_lock_upgradable_for(Duration::from_secs(5))
+        .expect("free lock");
+    assert!(
+        l.try_lock_upgradable_for(Duration::from_millis(20))
+            .is_none()
+    );
+    assert!(l.try_lock_upgradable_until(soon()).is_none());
+    // SAFETY (this block and the ones below): each guard state passed is the
+    // one the matching acquisition returned, released once.
+    let w = unsafe { l.try_upgrade_for(u, Duration::from_secs(5)) }.expect("no reader inside");
+    assert!(l.is_locked_exclusive());
+    let u = unsafe { l.downgrade_to_upgradable(w) };
+    assert!(!l.is_locked_exclusive());
+    let r = l
+        .try_lock_shared()
+        .expect("readers beside an upgradable holder");
+    let u = unsafe { l.try_upgrade_until(u, soon()) }.expect_err("upgraded beside a reader");
+    assert!(!l.is_locked_exclusive(), "a failed upgrade left WRITER_BIT");
+    let r2 = l
+        .try_lock_shared()
+        .expect("a failed upgrade shut readers out");
+    unsafe {
+        l.unlock_shared(r2);
+        l.unlock_shared(r);
+    }
+    let w = unsafe { l.try_upgrade_until(u, soon()) }.expect("no reader inside");
+    unsafe { l.unlock_exclusive(w) };
+    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+    let u = l.try_lock_upgradable_until(soon()).expect("free lock");
+    unsafe { l.unlock_upgradable(u) };
+    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+}
