@@ -503,6 +503,52 @@ mod tests {
         static LOCK_ON_EXIT: LockOnExit = const { LockOnExit };
     }
 
+    /// Strict FIFO keeps `NO_STEAL` set across every enqueue, the second
+    /// waiter's included (it must not toggle the flag the first one set), so
+    /// nobody can steal the lock past the queue.
+    #[test]
+    fn strict_fifo_keeps_no_steal_across_enqueues() {
+        use crate::raw_lock::{NO_STEAL, TAIL_SHIFT};
+        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&STRICT));
+        lock.acquire();
+        let mut waiters = Vec::new();
+        let mut codes = Vec::new();
+        for _ in 0..2 {
+            let l = lock.clone();
+            waiters.push(std::thread::spawn(move || {
+                l.acquire();
+                // SAFETY: acquired above.
+                unsafe { l.release() };
+            }));
+            // Wait until this waiter's code is the tail.
+            let start = Instant::now();
+            loop {
+                let code = lock.tail.load(StdOrdering::SeqCst) >> TAIL_SHIFT;
+                if code != 0 && !codes.contains(&code) {
+                    codes.push(code);
+                    break;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "waiter never queued"
+                );
+                std::thread::yield_now();
+            }
+            assert_ne!(
+                lock.tail.load(StdOrdering::SeqCst) & NO_STEAL,
+                0,
+                "strict mode lost NO_STEAL after {} enqueues",
+                codes.len()
+            );
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
+    }
+
     /// A `lock()` from a thread-local destructor that runs after the thread's
     /// queue-node slot was destroyed queues like any other (on a borrowed node)
     /// instead of waiting for a strict-FIFO queue that never drains: it gets the
