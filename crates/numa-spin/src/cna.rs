@@ -549,6 +549,58 @@ mod tests {
         assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
     }
 
+    /// The first queue head (one that found the queue empty) prefers its own
+    /// node: behind a head on node 1, a node-0 waiter queued before a node-1
+    /// waiter goes to the secondary queue, so the node-1 waiter acquires next.
+    #[test]
+    fn first_head_prefers_its_own_node() {
+        use crate::raw_lock::TAIL_SHIFT;
+        use std::sync::{Arc, Mutex};
+        static NUMA_FIRST: Config = Config::DEFAULT
+            .shuffle_reduction(std::num::NonZeroU32::MIN)
+            .flush_threshold_ns(u64::MAX)
+            .steal_bound_ns(u64::MAX);
+        let lock = Arc::new(RawTunedMutex::with_config(&NUMA_FIRST));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        lock.acquire();
+        let mut waiters = Vec::new();
+        let mut codes = Vec::new();
+        for (name, node) in [("head", 1), ("w0", 0), ("w1", 1)] {
+            let (l, order) = (lock.clone(), order.clone());
+            waiters.push(std::thread::spawn(move || {
+                numa_topology::set_current_thread_node(Some(node));
+                l.acquire();
+                order.lock().unwrap().push(name);
+                // SAFETY: acquired above.
+                unsafe { l.release() };
+            }));
+            let start = Instant::now();
+            loop {
+                let code = lock.tail.load(StdOrdering::SeqCst) >> TAIL_SHIFT;
+                // Queued, and linked behind the previous waiter (so the head's
+                // scan can reach it).
+                let linked = |&prev: &u32| {
+                    node::registry().node(prev).next.load(StdOrdering::SeqCst) == code
+                };
+                if code != 0 && !codes.contains(&code) && codes.last().is_none_or(linked) {
+                    codes.push(code);
+                    break;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "waiter never queued"
+                );
+                std::thread::yield_now();
+            }
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), ["head", "w1", "w0"]);
+    }
+
     /// A `lock()` from a thread-local destructor that runs after the thread's
     /// queue-node slot was destroyed queues like any other (on a borrowed node)
     /// instead of waiting for a strict-FIFO queue that never drains: it gets the
