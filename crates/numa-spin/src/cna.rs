@@ -577,12 +577,7 @@ mod tests {
             let start = Instant::now();
             loop {
                 let code = lock.tail.load(StdOrdering::SeqCst) >> TAIL_SHIFT;
-                // Queued, and linked behind the previous waiter (so the head's
-                // scan can reach it).
-                let linked = |&prev: &u32| {
-                    node::registry().node(prev).next.load(StdOrdering::SeqCst) == code
-                };
-                if code != 0 && !codes.contains(&code) && codes.last().is_none_or(linked) {
+                if code != 0 && !codes.contains(&code) {
                     codes.push(code);
                     break;
                 }
@@ -592,6 +587,15 @@ mod tests {
                 );
                 std::thread::yield_now();
             }
+        }
+        // The head scans its queue while it waits: give it time to link w1
+        // right behind itself (w0 moved to the secondary queue).
+        let head = node::registry().node(codes[0]);
+        let start = Instant::now();
+        while head.next.load(StdOrdering::SeqCst) != codes[2]
+            && start.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::yield_now();
         }
         // SAFETY: acquired above.
         unsafe { lock.release() };
