@@ -640,9 +640,11 @@ fn rwlock_until_forms_take_a_free_lock() {
     let l = crate::RawRwLock::new();
     let later = Instant::now() + Duration::from_secs(5);
     let r = l.try_lock_shared_until(later).expect("free lock");
+    assert!(l.is_locked() && !l.is_locked_exclusive());
     // SAFETY: `r` is our shared acquisition.
     unsafe { l.unlock_shared(r) };
     let w = l.try_lock_exclusive_until(later).expect("free lock");
+    assert!(l.is_locked_exclusive(), "returned without the lock");
     // SAFETY: `w` is our exclusive acquisition.
     unsafe { l.unlock_exclusive(w) };
     assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
@@ -772,5 +774,43 @@ fn rwlock_timed_upgradable_forms() {
     assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
     let u = l.try_lock_upgradable_until(soon()).expect("free lock");
     unsafe { l.unlock_upgradable(u) };
+    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+}
+
+/// A timed writer waits for a reader inside until its deadline: it gets the
+/// lock when the reader leaves in time, and gives up (leaving the reader in)
+/// when it does not.
+#[test]
+fn timed_writer_waits_for_the_reader_until_its_deadline() {
+    use lock_api::{RawRwLock as _, RawRwLockTimed as _};
+    let l = Arc::new(crate::RawRwLock::new());
+    let r = l.lock_shared();
+    let writer = {
+        let l = l.clone();
+        thread::spawn(move || {
+            let w = l.try_lock_exclusive_for(Duration::from_secs(10));
+            // SAFETY: `w` is this thread's exclusive acquisition.
+            w.map(|w| unsafe { l.unlock_exclusive(w) }).is_some()
+        })
+    };
+    thread::sleep(Duration::from_millis(50));
+    // SAFETY: `r` is our shared acquisition.
+    unsafe { l.unlock_shared(r) };
+    assert!(
+        writer.join().unwrap(),
+        "timed writer gave up before its deadline"
+    );
+    let r = l.lock_shared();
+    assert!(
+        l.try_lock_exclusive_for(Duration::from_millis(20))
+            .is_none()
+    );
+    assert!(l.try_lock_shared().is_some_and(|r2| {
+        // SAFETY: `r2` is our shared acquisition.
+        unsafe { l.unlock_shared(r2) };
+        true
+    }));
+    // SAFETY: `r` is our shared acquisition.
+    unsafe { l.unlock_shared(r) };
     assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
 }
