@@ -46,7 +46,8 @@ for s in "${steps[@]}"; do
             # numa-spin's loom models use the shared registry (a dev-dependency), so its
             # loom feature is switched on too; cst-mutex's models use the crate alone.
             numa-spin) files=(-f crates/numa-spin/src/cna.rs -f crates/numa-spin/src/raw_lock.rs
-                -f crates/numa-spin/src/timed.rs)
+                -f crates/numa-spin/src/timed.rs -f crates/numa-spin/src/hq.rs
+                -f crates/numa-spin/src/node.rs -f crates/numa-spin/src/backoff.rs)
                 loom_features=loom,lock-tests/loom ;;
             cst-mutex) files=(-f crates/cst-mutex/src/cohort.rs -f crates/cst-mutex/src/raw_rwlock.rs
                 -f crates/cst-mutex/src/raw_condvar.rs -f crates/cst-mutex/src/snode.rs)
