@@ -751,28 +751,40 @@ fn rwlock_timed_upgradable_forms() {
             .is_none()
     );
     assert!(l.try_lock_upgradable_until(soon()).is_none());
-    // SAFETY (this block and the ones below): each guard state passed is the
-    // one the matching acquisition returned, released once.
+    // SAFETY: the guard state passed is the one its acquisition returned,
+    // used once.
     let w = unsafe { l.try_upgrade_for(u, Duration::from_secs(5)) }.expect("no reader inside");
     assert!(l.is_locked_exclusive());
+    // SAFETY: the guard state passed is the one its acquisition returned,
+    // used once.
     let u = unsafe { l.downgrade_to_upgradable(w) };
     assert!(!l.is_locked_exclusive());
     let r = l
         .try_lock_shared()
         .expect("readers beside an upgradable holder");
+    // SAFETY: the guard state passed is the one its acquisition returned,
+    // used once.
     let u = unsafe { l.try_upgrade_until(u, soon()) }.expect_err("upgraded beside a reader");
     assert!(!l.is_locked_exclusive(), "a failed upgrade left WRITER_BIT");
     let r2 = l
         .try_lock_shared()
         .expect("a failed upgrade shut readers out");
+    // SAFETY: the guard state passed is the one its acquisition returned,
+    // used once.
     unsafe {
         l.unlock_shared(r2);
         l.unlock_shared(r);
     }
+    // SAFETY: the guard state passed is the one its acquisition returned,
+    // used once.
     let w = unsafe { l.try_upgrade_until(u, soon()) }.expect("no reader inside");
+    // SAFETY: the guard state passed is the one its acquisition returned,
+    // used once.
     unsafe { l.unlock_exclusive(w) };
     assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
     let u = l.try_lock_upgradable_until(soon()).expect("free lock");
+    // SAFETY: the guard state passed is the one its acquisition returned,
+    // used once.
     unsafe { l.unlock_upgradable(u) };
     assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
 }
