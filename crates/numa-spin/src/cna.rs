@@ -503,12 +503,30 @@ mod tests {
         static LOCK_ON_EXIT: LockOnExit = const { LockOnExit };
     }
 
+    /// Waits (at most 10 s) until the tail names a queue node not in `seen`,
+    /// that is, until a newly spawned waiter has enqueued; returns its code.
+    fn await_new_tail(lock: &RawTunedMutex, seen: &[u32]) -> u32 {
+        use crate::raw_lock::TAIL_SHIFT;
+        let start = Instant::now();
+        loop {
+            let code = lock.tail.load(StdOrdering::SeqCst) >> TAIL_SHIFT;
+            if code != 0 && !seen.contains(&code) {
+                return code;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "waiter never queued"
+            );
+            std::thread::yield_now();
+        }
+    }
+
     /// Strict FIFO keeps `NO_STEAL` set across every enqueue, the second
     /// waiter's included (it must not toggle the flag the first one set), so
     /// nobody can steal the lock past the queue.
     #[test]
     fn strict_fifo_keeps_no_steal_across_enqueues() {
-        use crate::raw_lock::{NO_STEAL, TAIL_SHIFT};
+        use crate::raw_lock::NO_STEAL;
         let lock = std::sync::Arc::new(RawTunedMutex::with_config(&STRICT));
         lock.acquire();
         let mut waiters = Vec::new();
@@ -520,20 +538,7 @@ mod tests {
                 // SAFETY: acquired above.
                 unsafe { l.release() };
             }));
-            // Wait until this waiter's code is the tail.
-            let start = Instant::now();
-            loop {
-                let code = lock.tail.load(StdOrdering::SeqCst) >> TAIL_SHIFT;
-                if code != 0 && !codes.contains(&code) {
-                    codes.push(code);
-                    break;
-                }
-                assert!(
-                    start.elapsed() < Duration::from_secs(10),
-                    "waiter never queued"
-                );
-                std::thread::yield_now();
-            }
+            codes.push(await_new_tail(&lock, &codes));
             assert_ne!(
                 lock.tail.load(StdOrdering::SeqCst) & NO_STEAL,
                 0,
@@ -554,7 +559,6 @@ mod tests {
     /// waiter goes to the secondary queue, so the node-1 waiter acquires next.
     #[test]
     fn first_head_prefers_its_own_node() {
-        use crate::raw_lock::TAIL_SHIFT;
         use std::sync::{Arc, Mutex};
         static NUMA_FIRST: Config = Config::DEFAULT
             .shuffle_reduction(std::num::NonZeroU32::MIN)
@@ -574,19 +578,7 @@ mod tests {
                 // SAFETY: acquired above.
                 unsafe { l.release() };
             }));
-            let start = Instant::now();
-            loop {
-                let code = lock.tail.load(StdOrdering::SeqCst) >> TAIL_SHIFT;
-                if code != 0 && !codes.contains(&code) {
-                    codes.push(code);
-                    break;
-                }
-                assert!(
-                    start.elapsed() < Duration::from_secs(10),
-                    "waiter never queued"
-                );
-                std::thread::yield_now();
-            }
+            codes.push(await_new_tail(&lock, &codes));
         }
         // The head scans its queue while it waits: give it time to link w1
         // right behind itself (w0 moved to the secondary queue).
