@@ -108,7 +108,7 @@ impl SpinWait {
             );
         }
         if self.left == 0 || cfg!(numa_loom) {
-            if sleep_ns == 0 || cfg!(numa_loom) {
+            if sleep_ns == 0 {
                 sync::yield_now();
             } else {
                 sync::sleep_ns(sleep_ns);
