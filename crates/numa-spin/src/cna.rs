@@ -48,7 +48,9 @@
 use crate::backoff::SpinWait;
 use crate::config::{Config, Tunables, WaitPolicy};
 use crate::node::{self, HEAD, HEAD_OWNER, HeadState, Me, QNode, WAIT, registry};
-use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, RawLock, TAIL_SHIFT, UNLOCKED};
+use crate::raw_lock::{
+    HANDED, HEAD_ASLEEP, LOCKED, NO_STEAL, RawLock, TAIL_FLAGS, TAIL_SHIFT, UNLOCKED,
+};
 use crate::sync::{self, Ordering};
 
 /// The NUMA node recorded in the node named by `code`.
@@ -94,7 +96,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     pub(crate) fn lock_slow(&self) {
         let cfg = *self.tunables.config();
         // The lock may have been released since the fast path looked.
-        if self.try_steal() {
+        if self.try_steal() || self.steal_while_head_asleep(&cfg) {
             return;
         }
         match node::current() {
@@ -108,6 +110,38 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             }
             None => node::lock_unqueued(&self.locked, &cfg),
         }
+    }
+
+    /// While the queue head is not running (`HEAD_ASLEEP`: it naps, or it was
+    /// parked when head-ship reached it and has not run since), spins for the
+    /// lock word instead of queueing, for at most the spin budget; returns
+    /// whether it took the lock.
+    ///
+    /// A waiter queued behind a head that is not running cannot take the lock
+    /// even when it is free, and, once parked itself, is woken only when it
+    /// becomes head: on an oversubscribed machine running threads that arrive
+    /// while the lock is held would otherwise queue up behind sleeping heads
+    /// until every CPU idles but the holder's (a lock convoy; measured on the
+    /// 2-CPU development machine, `numa-bench run --workload locktorture
+    /// --threads 16 --cs 100ns --delay 2us`: CNA at 0.52x parking_lot,
+    /// LevelDB readrandom through numa-preload at 0.65-0.8x glibc). Spinning
+    /// arrivals keep the lock busy instead, as barging waiters do in glibc's
+    /// and parking_lot's mutexes, while the queue holds the threads that have
+    /// spent their budget (Dice, "Malthusian Locks", EuroSys 2017: a small
+    /// active set circulates, the rest stay parked). The head's steal bound
+    /// (`NO_STEAL`) still applies once it runs. While the head runs, arrivals
+    /// queue at once, so a machine with a CPU per thread keeps CNA's local
+    /// spinning.
+    fn steal_while_head_asleep(&self, cfg: &Config) -> bool {
+        let mut spin = SpinWait::new(cfg.spin_budget_ns);
+        // Relaxed: a hint, like NO_STEAL; `try_steal`'s CAS acquires.
+        while self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 && !spin.is_yielding() {
+            spin.snooze();
+            if self.try_steal() {
+                return true;
+            }
+        }
+        false
     }
 
     /// Enqueues `me`, waits for head-ship, then for the lock.
@@ -129,7 +163,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         let mut old = self.tail.load(Ordering::Relaxed);
         loop {
             let new =
-                (me.code << TAIL_SHIFT) | (old & NO_STEAL) | if strict { NO_STEAL } else { 0 };
+                (me.code << TAIL_SHIFT) | (old & TAIL_FLAGS) | if strict { NO_STEAL } else { 0 };
             // AcqRel on success. Release: publishes our node's initialization to the
             // thread that enqueues behind us (it reads this value, then writes our
             // `next`) and to a head swinging the tail. Acquire: our predecessor's
@@ -221,6 +255,13 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         let started = if timed { sync::now_ns() } else { 0 };
         let mut forbade = false;
         let park = cfg.wait_policy == WaitPolicy::Park;
+        // Whether we set HEAD_ASLEEP before a nap (once per wait is enough).
+        let mut asleep = false;
+        // We run now: lift the flag the hand-off that woke us set.
+        // Relaxed (all HEAD_ASLEEP accesses): a hint for arrivals.
+        if sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 {
+            self.tail.fetch_and(!HEAD_ASLEEP, Ordering::Relaxed);
+        }
         let mut spin = SpinWait::new(cfg.spin_budget_ns);
         let handed = loop {
             // Relaxed: this load only picks the CAS to try; each CAS below acquires.
@@ -279,14 +320,30 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                 forbade = false;
             }
             if park {
+                if !asleep && spin.is_yielding() && sync::head_asleep_hints() {
+                    // About to sleep: arrivals should take a free lock rather
+                    // than queue behind us (`steal_while_head_asleep`).
+                    self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
+                    sync::event("cna-asleep-nap");
+                    asleep = true;
+                }
                 spin.nap(HEAD_NAP_NS);
             } else {
                 spin.snooze();
             }
         };
-        if forbade {
-            // We hold the lock; let stealers in again until the next head's bound.
-            self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
+        // We hold the lock; let stealers in again until the next head's bound,
+        // and we are awake: lift our own mark (we napped), or the mark of the
+        // hand-off that woke us when it came after our check at entry
+        // (`hand_off` marks after its swap, which we may see before the
+        // wake-up). The load reads the line of the lock word we have just
+        // written.
+        let mut lift = if forbade { NO_STEAL } else { 0 };
+        if sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 {
+            lift |= HEAD_ASLEEP;
+        }
+        if lift != 0 {
+            self.tail.fetch_and(!lift, Ordering::Relaxed);
         }
         if scan && !found {
             // We got the lock before we could reorder the queue (it was free when we
@@ -416,7 +473,8 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                     }
                 } else {
                     // The main queue is empty: the secondary queue becomes the main
-                    // queue. NO_STEAL is kept as is (set only in strict mode now).
+                    // queue. NO_STEAL is kept as is (set only in strict mode now);
+                    // HEAD_ASLEEP is clear (we run), `hand_off` sets it if needed.
                     // Release: the next waiter reads this tail with Acquire and writes
                     // `sec_tail.next`; the reset of that field to 0 (by the head that
                     // appended it, passed to us through the head-ship chain) must
@@ -471,7 +529,21 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // Release inside (a swap, waking the waiter if it parked): publishes the
         // cell, our queue rewiring, and (HEAD_OWNER) our critical section to the
         // new head's Acquire load in `node::wait_signal`.
-        node::signal(&node.locked, flag);
+        node::signal_then(&node.locked, flag, || {
+            if flag == HEAD && sync::head_asleep_hints() {
+                // The new head runs only once the wake-up below completes: mark
+                // it asleep until then, so arrivals do not queue behind it
+                // (`steal_while_head_asleep`). Relaxed: a hint. We hold the
+                // lock (head-ship is passed only by a holder), so this RMW
+                // happens-before the new head's acquisition and so before its
+                // CAS that empties the queue: that CAS cannot fail on the flag.
+                // A new head that saw our swap before it slept can run its
+                // check at entry before this RMW; it looks again once it holds
+                // the lock (`wait_as_head`).
+                self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
+                sync::event("cna-asleep-hand-off");
+            }
+        });
         sync::trace(|| "handed".into());
     }
 }
@@ -595,6 +667,150 @@ mod tests {
             w.join().unwrap();
         }
         assert_eq!(*order.lock().unwrap(), ["head", "w1", "w0"]);
+    }
+
+    /// An arrival that finds the lock held while the queue head sleeps
+    /// (`HEAD_ASLEEP`) spins for the lock word instead of queueing behind it,
+    /// and queues once the head runs again.
+    #[test]
+    fn arrival_spins_instead_of_queueing_behind_a_sleeping_head() {
+        use crate::raw_lock::{HEAD_ASLEEP, TAIL_SHIFT};
+        use std::sync::Arc;
+        static LONG_SPIN: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
+        let lock = Arc::new(RawTunedMutex::with_config(&LONG_SPIN));
+        lock.acquire();
+        // The flag a napping head sets (set by hand: the arrival reads only it).
+        lock.tail.fetch_or(HEAD_ASLEEP, StdOrdering::SeqCst);
+        let started = Arc::new(AtomicBool::new(false));
+        let (l, st) = (lock.clone(), started.clone());
+        let arrival = std::thread::spawn(move || {
+            st.store(true, StdOrdering::SeqCst);
+            l.acquire();
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+        });
+        while !started.load(StdOrdering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(100) {
+            assert_eq!(
+                lock.tail.load(StdOrdering::SeqCst) >> TAIL_SHIFT,
+                0,
+                "the arrival queued behind a sleeping head"
+            );
+            std::thread::yield_now();
+        }
+        // The head runs again: the arrival, still waiting, queues now.
+        lock.tail.fetch_and(!HEAD_ASLEEP, StdOrdering::SeqCst);
+        await_new_tail(&lock, &[]);
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        arrival.join().unwrap();
+        assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
+    }
+
+    /// A queue head that has spent its spin budget and naps marks itself asleep
+    /// (`HEAD_ASLEEP`) while the lock stays held.
+    #[test]
+    fn napping_head_marks_itself_asleep() {
+        use crate::raw_lock::HEAD_ASLEEP;
+        use std::sync::Arc;
+        static NO_SPIN: Config = Config::DEFAULT.spin_budget_ns(0);
+        let lock = Arc::new(RawTunedMutex::with_config(&NO_SPIN));
+        lock.acquire();
+        let l = lock.clone();
+        let head = std::thread::spawn(move || {
+            l.acquire();
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+        });
+        let start = Instant::now();
+        while lock.tail.load(StdOrdering::SeqCst) & HEAD_ASLEEP == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the napping head never set HEAD_ASLEEP"
+            );
+            std::thread::yield_now();
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        head.join().unwrap();
+        assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
+    }
+
+    /// Spawns a thread that takes `lock` and returns the tail word it read while
+    /// holding it; waits until it has queued (its code is not in `codes`) and
+    /// adds its code.
+    fn queue_tail_reader(
+        lock: &std::sync::Arc<RawTunedMutex>,
+        codes: &mut Vec<u32>,
+    ) -> std::thread::JoinHandle<u32> {
+        let l = lock.clone();
+        let waiter = std::thread::spawn(move || {
+            l.acquire();
+            let tail = l.tail.load(StdOrdering::SeqCst);
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+            tail
+        });
+        codes.push(await_new_tail(lock, codes));
+        waiter
+    }
+
+    /// A queue head that napped lifts `HEAD_ASLEEP` once it holds the lock, so
+    /// arrivals queue behind its (running) successor again. The head naps after
+    /// its 200 ms spin budget; its successor queued 100 ms later still spins
+    /// when the head takes the lock.
+    #[test]
+    fn head_that_napped_lifts_head_asleep_once_it_holds_the_lock() {
+        use crate::raw_lock::HEAD_ASLEEP;
+        static SPIN_200MS: Config = Config::DEFAULT.spin_budget_ns(200_000_000);
+        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&SPIN_200MS));
+        lock.acquire();
+        let mut codes = Vec::new();
+        let head = queue_tail_reader(&lock, &mut codes);
+        std::thread::sleep(Duration::from_millis(100));
+        let successor = queue_tail_reader(&lock, &mut codes);
+        let start = Instant::now();
+        while lock.tail.load(StdOrdering::SeqCst) & HEAD_ASLEEP == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the head never napped"
+            );
+            std::thread::yield_now();
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        assert_eq!(
+            head.join().unwrap() & HEAD_ASLEEP,
+            0,
+            "HEAD_ASLEEP set while the head held the lock"
+        );
+        successor.join().unwrap();
+        assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
+    }
+
+    /// A waiter made head lifts the `HEAD_ASLEEP` mark of a hand-off (set here
+    /// by hand, as `hand_off` does for a parked waiter) as soon as it runs.
+    #[test]
+    fn new_head_lifts_the_hand_off_mark() {
+        use crate::raw_lock::HEAD_ASLEEP;
+        static LONG_SPIN: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
+        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&LONG_SPIN));
+        lock.acquire();
+        let mut codes = Vec::new();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| queue_tail_reader(&lock, &mut codes))
+            .collect();
+        lock.tail.fetch_or(HEAD_ASLEEP, StdOrdering::SeqCst);
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        let seen: Vec<u32> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+        // The second waiter became head through a hand-off and held the lock
+        // with the third still queued behind it.
+        assert_eq!(seen[1] & HEAD_ASLEEP, 0, "the new head left the mark set");
+        assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
     }
 
     /// A `lock()` from a thread-local destructor that runs after the thread's

@@ -186,8 +186,8 @@ pub use stats::Stats;
 #[doc(hidden)]
 pub mod loom_hooks {
     pub use crate::sync::{
-        LOOM_TICK_NS, loom_event_count, reset_loom_enqueues, set_loom_node, set_loom_pool_size,
-        wait_for_loom_enqueues,
+        LOOM_TICK_NS, loom_event_count, reset_loom_enqueues, set_loom_head_asleep_hints,
+        set_loom_node, set_loom_pool_size, wait_for_loom_enqueues,
     };
 
     /// The calling loom thread's queue-node code (allocating its slot).

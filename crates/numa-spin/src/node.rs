@@ -1,4 +1,4 @@
-//! Queue nodes: one per thread, in a global registry, named by a 31-bit code.
+//! Queue nodes: one per thread, in a global registry, named by a 30-bit code.
 //!
 //! # Why per-thread nodes in a registry
 //!
@@ -27,7 +27,7 @@
 //! contended at the same time. A thread whose thread-locals are already destroyed
 //! (a `lock()` from a thread-local destructor) borrows a node from the free list
 //! for that one acquisition and returns it once it holds the lock (its node is in no
-//! queue by then), so it waits in the queue like everyone else. Only if 2^31 - 1
+//! queue by then), so it waits in the queue like everyone else. Only if 2^30 - 1
 //! codes are taken, or the system allocator fails, does `current()` return `None`;
 //! the lock then falls back to waiting without a queue node (see
 //! `lock_unqueued`).
@@ -133,10 +133,11 @@ impl QNode {
 
 /// Nodes in segment 0; segment `k` holds `SEGMENT0 << k` nodes.
 const SEGMENT0: u32 = 32;
-/// Enough segments for every 31-bit code.
+/// Enough segments for every 30-bit code.
 const SEGMENTS: usize = 27;
-/// Largest valid code (the tail word keeps one bit for the no-steal flag).
-pub(crate) const MAX_CODE: u32 = (1 << 31) - 1;
+/// Largest valid code (the tail word keeps two bits for the flags `NO_STEAL`
+/// and `HEAD_ASLEEP`, see [`crate::raw_lock`]).
+pub(crate) const MAX_CODE: u32 = (1 << 30) - 1;
 
 /// The process-wide (under loom: per-execution) node registry.
 ///
@@ -173,7 +174,7 @@ type Slot = CachePadded<QNode>;
 
 /// The memory layout of segment `k`.
 fn segment_layout(k: usize) -> Layout {
-    // Cannot fail: at most 2^31 nodes of 128 bytes.
+    // Cannot fail: at most 2^30 nodes of 128 bytes.
     Layout::array::<Slot>((SEGMENT0 as usize) << k).expect("segment size fits isize")
 }
 
@@ -288,7 +289,7 @@ impl Registry {
         }
     }
 
-    /// A fresh or recycled code, or `None` when all 2^31 - 1 codes are taken (or
+    /// A fresh or recycled code, or `None` when all 2^30 - 1 codes are taken (or
     /// the system allocator failed). Lock-free; never calls the global allocator.
     pub(crate) fn alloc(&self) -> Option<u32> {
         if let Some(code) = self.pop_free() {
@@ -463,7 +464,7 @@ pub(crate) struct Me {
 /// A queue node for the calling thread: its own slot (allocated on first use), or,
 /// when its thread-locals are already destroyed (a `lock()` from a thread-local
 /// destructor), a node borrowed from the registry for this one acquisition.
-/// `None` only if all 2^31 - 1 codes are taken or the system allocator failed.
+/// `None` only if all 2^30 - 1 codes are taken or the system allocator failed.
 pub(crate) fn current() -> Option<Me> {
     let own = THREAD_SLOT.try_with(|slot| {
         if slot.code.get() == 0 {
@@ -537,8 +538,16 @@ pub(crate) fn wait_signal(word: &AtomicU32, cfg: &crate::Config) -> u32 {
 /// (queue nodes and HQ metadata are never freed), and a stray wake-up of a later
 /// wait on the same word is a spurious one, which `wait_signal` tolerates.
 pub(crate) fn signal(word: &AtomicU32, value: u32) {
+    signal_then(word, value, || {});
+}
+
+/// [`signal`], running `before_wake` between the swap and the wake-up when the
+/// waiter had parked (CNA marks the new queue head asleep there, before it can
+/// run).
+pub(crate) fn signal_then(word: &AtomicU32, value: u32, before_wake: impl FnOnce()) {
     debug_assert!(value != WAIT && value != PARKED);
     if word.swap(value, Ordering::Release) == PARKED {
+        before_wake();
         crate::sync::unpark_one(word);
     }
 }
@@ -560,7 +569,7 @@ pub(crate) fn wait_link(word: &AtomicU32, cfg: &crate::Config) -> u32 {
     }
 }
 
-/// The last-resort wait of a thread that cannot get a queue node (all 2^31 - 1
+/// The last-resort wait of a thread that cannot get a queue node (all 2^30 - 1
 /// codes taken, or the system allocator out of memory), shared by CNA and HQ:
 /// test-and-test-and-set on the lock word `locked` (`UNLOCKED` -> `LOCKED`,
 /// see [`crate::raw_lock`]) with back-off. It ignores `NO_STEAL` (which would

@@ -9,7 +9,8 @@
 //! | --- | --- | --- |
 //! | `locked` | all | `UNLOCKED` (0), `LOCKED` (1) or `HANDED` (2: held, passed by `unlock_fair` to the queue head) |
 //! | `tail` | 0 | `NO_STEAL`: the queue head forbids lock stealing (the role pvqspinlock's hybrid mode gives the pending bit) |
-//! | `tail` | 1..32 | code of the last queue node (see [`crate::node`]), 0 = empty queue |
+//! | `tail` | 1 | `HEAD_ASLEEP`: the queue head is not running (it is being woken, or it naps); a hint for arrivals |
+//! | `tail` | 2..32 | code of the last queue node (see [`crate::node`]), 0 = empty queue |
 //!
 //! Linux's qspinlock keeps locked byte, pending bit and tail in one 32-bit word and
 //! unlocks with a byte store to the locked byte. Rust (and loom) forbid mixed-size
@@ -47,8 +48,15 @@ pub(crate) const HANDED: u32 = 2;
 
 /// `tail` bit 0: lock stealing forbidden.
 pub(crate) const NO_STEAL: u32 = 1;
+/// `tail` bit 1: the queue head is not running: it was parked when head-ship
+/// reached it and has not run since, or it naps (see `crate::cna`). A hint
+/// (every access is Relaxed): arrivals that see it spin for the free lock
+/// instead of queueing behind a head that cannot take it.
+pub(crate) const HEAD_ASLEEP: u32 = 2;
+/// Both flag bits of `tail`.
+pub(crate) const TAIL_FLAGS: u32 = NO_STEAL | HEAD_ASLEEP;
 /// `tail`: the queue tail's code is `tail >> TAIL_SHIFT`.
-pub(crate) const TAIL_SHIFT: u32 = 1;
+pub(crate) const TAIL_SHIFT: u32 = 2;
 
 /// The queue spinlock, generic over NUMA reordering and where its tunables live.
 ///

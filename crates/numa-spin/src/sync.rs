@@ -337,6 +337,32 @@ pub(crate) fn loom_pool_size() -> usize {
 
 #[cfg(numa_loom)]
 std::thread_local! {
+    // std thread-local: per test (see LOOM_POOL_SIZE).
+    static LOOM_HEAD_ASLEEP_HINTS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Under loom: whether CNA's queue heads keep the `HEAD_ASLEEP` hint in the
+/// executions that start after this call on this (test) thread; default off.
+/// The hint is performance only (every access Relaxed), and its extra RMWs on
+/// the tail word multiply the schedules of every model, so only the models
+/// written for it turn it on.
+#[cfg(numa_loom)]
+pub fn set_loom_head_asleep_hints(on: bool) {
+    LOOM_HEAD_ASLEEP_HINTS.with(|h| h.set(on));
+}
+
+/// Whether CNA keeps the `HEAD_ASLEEP` hint: always, except in loom models
+/// that did not ask for it ([`set_loom_head_asleep_hints`]).
+#[inline(always)]
+pub(crate) fn head_asleep_hints() -> bool {
+    #[cfg(numa_loom)]
+    return LOOM_HEAD_ASLEEP_HINTS.with(std::cell::Cell::get);
+    #[cfg(not(numa_loom))]
+    true
+}
+
+#[cfg(numa_loom)]
+std::thread_local! {
     static LOOM_EVENTS: std::cell::RefCell<Vec<(&'static str, usize)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }

@@ -269,6 +269,55 @@ fn every_waiter_acquires_threshold_inf() {
     });
 }
 
+// ---- the HEAD_ASLEEP hint ------------------------------------------------------
+
+/// Main holds the lock with A (head, napping: it marks itself asleep) and B
+/// (parked) queued; main releases. A takes the lock, lifts its mark and hands
+/// head-ship to B, marking B asleep after the swap when B parked; B lifts the
+/// mark when it runs (at once, or once it holds the lock when it ran before the
+/// mark) and empties the queue. A then takes the lock again, racing B. The
+/// marks are RMWs on the tail word beside the enqueue CASes and the CAS that
+/// empties the queue: a mark landing between a head's read of the tail and
+/// that CAS would make the CAS fail with nobody queued, and the head would wait
+/// for a successor that never comes (the spin limit trips). Checks exclusion
+/// (the log cell) and that both marks were set.
+#[test]
+fn head_asleep_marks_race_the_queue() {
+    let cfg = config(u64::MAX, u64::MAX);
+    loom_hooks::set_loom_head_asleep_hints(true);
+    model(move || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<Queued>::new(cfg);
+        shared.lock.acquire();
+        let a = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.critical(1, false);
+                shared.critical(1, false);
+            })
+        };
+        wait_for_enqueues(1);
+        let b = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.critical(2, false))
+        };
+        wait_for_enqueues(2);
+        shared.record(0);
+        // SAFETY: acquired above.
+        unsafe { shared.lock.release() };
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(shared.log().len(), 4);
+    });
+    loom_hooks::set_loom_head_asleep_hints(false);
+    for event in ["cna-asleep-nap", "cna-asleep-hand-off"] {
+        assert!(
+            loom_hooks::loom_event_count(event) > 0,
+            "no execution reached {event}"
+        );
+    }
+}
+
 // ---- try_lock racing lock ---------------------------------------------------
 
 fn try_lock_races_lock(cfg: &'static Config) {
@@ -382,7 +431,9 @@ fn unlock_fair_hands_to_longest_waiter() {
 static STEALS: AtomicUsize = AtomicUsize::new(0);
 
 /// Main holds the lock; A queues (head); main releases and immediately tries to
-/// steal it back. Returns whether the steal succeeded.
+/// steal it back. Returns whether the steal succeeded ahead of A (a `try_lock`
+/// after A has acquired, released and emptied the queue takes a free lock with
+/// nobody queued, which is no steal).
 fn steal_races_head(cfg: &'static Config) -> bool {
     loom_hooks::reset_loom_enqueues();
     let shared = Shared::<Cna>::new(cfg);
@@ -404,8 +455,9 @@ fn steal_races_head(cfg: &'static Config) -> bool {
         unsafe { shared.lock.release() };
     }
     head.join().unwrap();
-    assert_eq!(shared.log().len(), 1 + usize::from(stolen));
-    stolen
+    let log = shared.log();
+    assert_eq!(log.len(), 1 + usize::from(stolen));
+    stolen && log[0] == 0
 }
 
 /// Steal bound 0: the queued head forbids stealing from the moment it enqueued.
