@@ -33,6 +33,18 @@
 //! steal per running thread. With `steal_bound_ns == 0` the flag is set by the
 //! enqueue itself and kept until the queue is empty, which makes the lock FIFO up to
 //! those in-flight races.
+//!
+//! # Not queueing behind a sleeping head
+//!
+//! A queued waiter cannot take the lock, even when it is free, until it is head;
+//! and a parked one runs again only when it is made head. When more threads are
+//! runnable than there are CPUs, threads that arrive while the lock is held
+//! would queue behind heads that are not running, park in turn, and leave the
+//! CPUs idle while each head is woken (a lock convoy). So the head marks itself
+//! `HEAD_ASLEEP` before it naps, the hand-off that wakes a parked head marks it
+//! too, and the head lifts the mark as soon as it runs; an arrival that sees the
+//! mark spins for the lock word (taking it when it is free and stealing is
+//! allowed) for up to the spin budget before it queues. See `crate::cna`.
 
 use crate::config::{Global, Tunables};
 use crate::sync::{AtomicU32, Ordering};
@@ -89,7 +101,10 @@ pub(crate) const TAIL_SHIFT: u32 = 2;
 ///
 /// Queued waiters spin, then park on their queue node (with the default
 /// [`WaitPolicy::Park`](crate::WaitPolicy)); the queue head never parks, it spins,
-/// then sleeps 20 us at a time until the lock is free. 8 bytes instead of 1.
+/// then sleeps 20 us at a time until the lock is free. While the queue head is
+/// not running (it sleeps, or is being woken), arrivals spin for the lock word
+/// for up to the spin budget instead of queueing behind it, so running threads
+/// keep the lock busy. 8 bytes instead of 1.
 #[repr(C, align(8))]
 pub struct RawLock<const NUMA: bool, T: Tunables = Global> {
     /// `UNLOCKED`, `LOCKED` or `HANDED`.
