@@ -791,25 +791,65 @@ mod tests {
         assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
     }
 
-    /// A waiter made head lifts the `HEAD_ASLEEP` mark of a hand-off (set here
-    /// by hand, as `hand_off` does for a parked waiter) as soon as it runs.
+    /// A parked waiter made head is marked `HEAD_ASLEEP` by the hand-off that
+    /// wakes it, and lifts the mark as soon as it runs, while it still spins
+    /// for the lock (its spin budget is 1 s, so it only naps, and marks itself
+    /// again, after that).
     #[test]
-    fn new_head_lifts_the_hand_off_mark() {
+    fn woken_head_lifts_the_hand_off_mark() {
         use crate::raw_lock::HEAD_ASLEEP;
-        static LONG_SPIN: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
-        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&LONG_SPIN));
+        use std::sync::Arc;
+        static SPIN_1S: Config = Config::DEFAULT.spin_budget_ns(1_000_000_000);
+        let lock = Arc::new(RawTunedMutex::with_config(&SPIN_1S));
+        let (acquired, release) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
         lock.acquire();
         let mut codes = Vec::new();
-        let waiters: Vec<_> = (0..3)
-            .map(|_| queue_tail_reader(&lock, &mut codes))
-            .collect();
-        lock.tail.fetch_or(HEAD_ASLEEP, StdOrdering::SeqCst);
+        // The first waiter holds the lock until told to release it.
+        let (l, got, go) = (lock.clone(), acquired.clone(), release.clone());
+        let first = std::thread::spawn(move || {
+            l.acquire();
+            // Head-ship has been handed to the second waiter by now.
+            got.store(true, StdOrdering::SeqCst);
+            while !go.load(StdOrdering::SeqCst) {
+                std::thread::yield_now();
+            }
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+        });
+        codes.push(await_new_tail(&lock, &codes));
+        let second = queue_tail_reader(&lock, &mut codes);
+        let start = Instant::now();
+        while node::registry()
+            .node(codes[1])
+            .locked
+            .load(StdOrdering::SeqCst)
+            != node::PARKED
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the second waiter never parked"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         // SAFETY: acquired above.
         unsafe { lock.release() };
-        let seen: Vec<u32> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
-        // The second waiter became head through a hand-off and held the lock
-        // with the third still queued behind it.
-        assert_eq!(seen[1] & HEAD_ASLEEP, 0, "the new head left the mark set");
+        while !acquired.load(StdOrdering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let woken = Instant::now();
+        while lock.tail.load(StdOrdering::SeqCst) & HEAD_ASLEEP != 0 {
+            assert!(
+                woken.elapsed() < Duration::from_millis(900),
+                "the woken head left the hand-off mark set while it spun"
+            );
+            std::thread::yield_now();
+        }
+        release.store(true, StdOrdering::SeqCst);
+        first.join().unwrap();
+        second.join().unwrap();
         assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
     }
 
