@@ -760,17 +760,17 @@ mod tests {
 
     /// A queue head that napped lifts `HEAD_ASLEEP` once it holds the lock, so
     /// arrivals queue behind its (running) successor again. The head naps after
-    /// its 200 ms spin budget; its successor queued 100 ms later still spins
-    /// when the head takes the lock.
+    /// its 1 s spin budget; its successor, queued 500 ms later, still spins
+    /// when the head takes the lock (had it parked, the hand-off would mark it).
     #[test]
     fn head_that_napped_lifts_head_asleep_once_it_holds_the_lock() {
         use crate::raw_lock::HEAD_ASLEEP;
-        static SPIN_200MS: Config = Config::DEFAULT.spin_budget_ns(200_000_000);
-        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&SPIN_200MS));
+        static SPIN_1S: Config = Config::DEFAULT.spin_budget_ns(1_000_000_000);
+        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&SPIN_1S));
         lock.acquire();
         let mut codes = Vec::new();
         let head = queue_tail_reader(&lock, &mut codes);
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(500));
         let successor = queue_tail_reader(&lock, &mut codes);
         let start = Instant::now();
         while lock.tail.load(StdOrdering::SeqCst) & HEAD_ASLEEP == 0 {
