@@ -710,6 +710,29 @@ mod tests {
         assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
     }
 
+    /// A queue head that still spins (its budget is not spent) is running:
+    /// it does not mark itself asleep, so arrivals queue behind it.
+    #[test]
+    fn spinning_head_does_not_mark_itself_asleep() {
+        use crate::raw_lock::HEAD_ASLEEP;
+        static LONG_SPIN: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
+        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&LONG_SPIN));
+        lock.acquire();
+        let head = queue_tail_reader(&lock, &mut Vec::new());
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(100) {
+            assert_eq!(
+                lock.tail.load(StdOrdering::SeqCst) & HEAD_ASLEEP,
+                0,
+                "a spinning head marked itself asleep"
+            );
+            std::thread::yield_now();
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        head.join().unwrap();
+    }
+
     /// A queue head that has spent its spin budget and naps marks itself asleep
     /// (`HEAD_ASLEEP`) while the lock stays held.
     #[test]
