@@ -710,6 +710,46 @@ mod tests {
         assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
     }
 
+    /// A queue head that spins forbids stealing (`NO_STEAL`) once it has waited
+    /// the steal bound, and not before.
+    #[test]
+    fn head_forbids_stealing_after_the_steal_bound_only() {
+        use crate::raw_lock::NO_STEAL;
+        static BOUND_1MS: Config = Config::DEFAULT
+            .spin_budget_ns(60_000_000_000)
+            .steal_bound_ns(1_000_000);
+        static BOUND_60S: Config = Config::DEFAULT
+            .spin_budget_ns(60_000_000_000)
+            .steal_bound_ns(60_000_000_000);
+        for (cfg, forbids) in [(&BOUND_1MS, true), (&BOUND_60S, false)] {
+            let lock = std::sync::Arc::new(RawTunedMutex::with_config(cfg));
+            lock.acquire();
+            let head = queue_tail_reader(&lock, &mut Vec::new());
+            let start = Instant::now();
+            if forbids {
+                while lock.tail.load(StdOrdering::SeqCst) & NO_STEAL == 0 {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(10),
+                        "the head never forbade stealing"
+                    );
+                    std::thread::yield_now();
+                }
+            } else {
+                while start.elapsed() < Duration::from_millis(100) {
+                    assert_eq!(
+                        lock.tail.load(StdOrdering::SeqCst) & NO_STEAL,
+                        0,
+                        "the head forbade stealing before its bound"
+                    );
+                    std::thread::yield_now();
+                }
+            }
+            // SAFETY: acquired above.
+            unsafe { lock.release() };
+            head.join().unwrap();
+        }
+    }
+
     /// A queue head that still spins (its budget is not spent) is running:
     /// it does not mark itself asleep, so arrivals queue behind it.
     #[test]
