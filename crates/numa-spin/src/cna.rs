@@ -725,24 +725,19 @@ mod tests {
             let lock = std::sync::Arc::new(RawTunedMutex::with_config(cfg));
             lock.acquire();
             let head = queue_tail_reader(&lock, &mut Vec::new());
-            let start = Instant::now();
             if forbids {
-                while lock.tail.load(StdOrdering::SeqCst) & NO_STEAL == 0 {
-                    assert!(
-                        start.elapsed() < Duration::from_secs(10),
-                        "the head never forbade stealing"
-                    );
-                    std::thread::yield_now();
-                }
+                let within = Duration::from_secs(10);
+                await_tail_bit(
+                    &lock,
+                    NO_STEAL,
+                    true,
+                    within,
+                    "the head never forbade stealing",
+                );
             } else {
-                while start.elapsed() < Duration::from_millis(100) {
-                    assert_eq!(
-                        lock.tail.load(StdOrdering::SeqCst) & NO_STEAL,
-                        0,
-                        "the head forbade stealing before its bound"
-                    );
-                    std::thread::yield_now();
-                }
+                let period = Duration::from_millis(100);
+                let what = "the head forbade stealing before its bound";
+                tail_bit_stays_clear(&lock, NO_STEAL, period, what);
             }
             // SAFETY: acquired above.
             unsafe { lock.release() };
@@ -759,15 +754,13 @@ mod tests {
         let lock = std::sync::Arc::new(RawTunedMutex::with_config(&LONG_SPIN));
         lock.acquire();
         let head = queue_tail_reader(&lock, &mut Vec::new());
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(100) {
-            assert_eq!(
-                lock.tail.load(StdOrdering::SeqCst) & HEAD_ASLEEP,
-                0,
-                "a spinning head marked itself asleep"
-            );
-            std::thread::yield_now();
-        }
+        let period = Duration::from_millis(100);
+        tail_bit_stays_clear(
+            &lock,
+            HEAD_ASLEEP,
+            period,
+            "a spinning head marked itself asleep",
+        );
         // SAFETY: acquired above.
         unsafe { lock.release() };
         head.join().unwrap();
@@ -788,14 +781,8 @@ mod tests {
             // SAFETY: acquired above.
             unsafe { l.release() };
         });
-        let start = Instant::now();
-        while lock.tail.load(StdOrdering::SeqCst) & HEAD_ASLEEP == 0 {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "the napping head never set HEAD_ASLEEP"
-            );
-            std::thread::yield_now();
-        }
+        let what = "the napping head never set HEAD_ASLEEP";
+        await_tail_bit(&lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
         // SAFETY: acquired above.
         unsafe { lock.release() };
         head.join().unwrap();
@@ -821,6 +808,26 @@ mod tests {
         waiter
     }
 
+    /// Waits (at most `within`) until bit `bit` of `lock`'s tail word is `set`;
+    /// fails with `what` if it does not get there in time.
+    fn await_tail_bit(lock: &RawTunedMutex, bit: u32, set: bool, within: Duration, what: &str) {
+        let start = Instant::now();
+        while (lock.tail.load(StdOrdering::SeqCst) & bit != 0) != set {
+            assert!(start.elapsed() < within, "{what}");
+            std::thread::yield_now();
+        }
+    }
+
+    /// Checks for `period` that bit `bit` of `lock`'s tail word stays clear;
+    /// fails with `what` if it is ever set.
+    fn tail_bit_stays_clear(lock: &RawTunedMutex, bit: u32, period: Duration, what: &str) {
+        let start = Instant::now();
+        while start.elapsed() < period {
+            assert_eq!(lock.tail.load(StdOrdering::SeqCst) & bit, 0, "{what}");
+            std::thread::yield_now();
+        }
+    }
+
     /// A queue head that napped lifts `HEAD_ASLEEP` once it holds the lock, so
     /// arrivals queue behind its (running) successor again. The head naps after
     /// its 1 s spin budget; its successor, queued 500 ms later, still spins
@@ -835,14 +842,13 @@ mod tests {
         let head = queue_tail_reader(&lock, &mut codes);
         std::thread::sleep(Duration::from_millis(500));
         let successor = queue_tail_reader(&lock, &mut codes);
-        let start = Instant::now();
-        while lock.tail.load(StdOrdering::SeqCst) & HEAD_ASLEEP == 0 {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "the head never napped"
-            );
-            std::thread::yield_now();
-        }
+        await_tail_bit(
+            &lock,
+            HEAD_ASLEEP,
+            true,
+            Duration::from_secs(10),
+            "the head never napped",
+        );
         // SAFETY: acquired above.
         unsafe { lock.release() };
         assert_eq!(
@@ -902,14 +908,8 @@ mod tests {
         while !acquired.load(StdOrdering::SeqCst) {
             std::thread::yield_now();
         }
-        let woken = Instant::now();
-        while lock.tail.load(StdOrdering::SeqCst) & HEAD_ASLEEP != 0 {
-            assert!(
-                woken.elapsed() < Duration::from_millis(900),
-                "the woken head left the hand-off mark set while it spun"
-            );
-            std::thread::yield_now();
-        }
+        let what = "the woken head left the hand-off mark set while it spun";
+        await_tail_bit(&lock, HEAD_ASLEEP, false, Duration::from_millis(900), what);
         release.store(true, StdOrdering::SeqCst);
         first.join().unwrap();
         second.join().unwrap();
