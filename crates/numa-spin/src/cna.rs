@@ -70,25 +70,6 @@ fn numa_of(code: u32) -> u32 {
     registry().node(code).numa.with(|p| unsafe { *p })
 }
 
-/// How long the queue head sleeps at a time once its spin budget is spent, with
-/// [`WaitPolicy::Park`], instead of yielding (20 us; with Linux's default timer
-/// slack a sleep lasts about 70 us).
-///
-/// A timed sleep rather than a park: nobody has to wake the head, so the release
-/// stays one store. (Paravirt qspinlock parks the head, `pv_wait_head_or_lock`,
-/// and pays with a cmpxchg unlock; here a release that reads the lock word
-/// before its store, as a wake-up check needs, cost 15-30% of the throughput
-/// of two threads contending on two CPUs.) While the head sleeps,
-/// lock stealing is allowed (`NO_STEAL` is cleared before), so a free lock waits
-/// for nobody; the sleep bounds how long the head itself is away. Measured on
-/// the 2-CPU development machine, `numa-bench run --lock cna --workload
-/// locktorture --threads 2 --hog 1 --virtual-nodes 2`, 5 interleaved repeats:
-/// CNA/parking_lot 0.99 (0.88-1.00) with 20 us sleeps, 0.99 (0.94-1.01) with
-/// 100 us, against 0.79 (0.69-0.97) yielding; a yielding head keeps handing its
-/// CPU's time to the CPU-bound thread and taking it back. Without the hog, and
-/// at 32 threads with it, the three were within the spread.
-pub(crate) const HEAD_NAP_NS: u64 = 20_000;
-
 impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// Acquires the lock when the fast path failed.
     #[cold]
@@ -96,7 +77,8 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     pub(crate) fn lock_slow(&self) {
         let cfg = *self.tunables.config();
         // The lock may have been released since the fast path looked.
-        if self.try_steal() || self.steal_while_head_asleep(&cfg) {
+        if self.try_steal() || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal())
+        {
             return;
         }
         match node::current() {
@@ -110,38 +92,6 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             }
             None => node::lock_unqueued(&self.locked, &cfg),
         }
-    }
-
-    /// While the queue head is not running (`HEAD_ASLEEP`: it naps, or it was
-    /// parked when head-ship reached it and has not run since), spins for the
-    /// lock word instead of queueing, for at most the spin budget; returns
-    /// whether it took the lock.
-    ///
-    /// A waiter queued behind a head that is not running cannot take the lock
-    /// even when it is free, and, once parked itself, is woken only when it
-    /// becomes head: on an oversubscribed machine running threads that arrive
-    /// while the lock is held would otherwise queue up behind sleeping heads
-    /// until every CPU idles but the holder's (a lock convoy; measured on the
-    /// 2-CPU development machine, `numa-bench run --workload locktorture
-    /// --threads 16 --cs 100ns --delay 2us`: CNA at 0.52x parking_lot,
-    /// LevelDB readrandom through numa-preload at 0.65-0.8x glibc). Spinning
-    /// arrivals keep the lock busy instead, as barging waiters do in glibc's
-    /// and parking_lot's mutexes, while the queue holds the threads that have
-    /// spent their budget (Dice, "Malthusian Locks", EuroSys 2017: a small
-    /// active set circulates, the rest stay parked). The head's steal bound
-    /// (`NO_STEAL`) still applies once it runs. While the head runs, arrivals
-    /// queue at once, so a machine with a CPU per thread keeps CNA's local
-    /// spinning.
-    fn steal_while_head_asleep(&self, cfg: &Config) -> bool {
-        let mut spin = SpinWait::new(cfg.spin_budget_ns);
-        // Relaxed: a hint, like NO_STEAL; `try_steal`'s CAS acquires.
-        while self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 && !spin.is_yielding() {
-            spin.snooze();
-            if self.try_steal() {
-                return true;
-            }
-        }
-        false
     }
 
     /// Enqueues `me`, waits for head-ship, then for the lock.
@@ -322,12 +272,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             if park {
                 if !asleep && spin.is_yielding() && sync::head_asleep_hints() {
                     // About to sleep: arrivals should take a free lock rather
-                    // than queue behind us (`steal_while_head_asleep`).
+                    // than queue behind us (`node::steal_while_head_asleep`).
                     self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
                     sync::event("cna-asleep-nap");
                     asleep = true;
                 }
-                spin.nap(HEAD_NAP_NS);
+                spin.nap(node::HEAD_NAP_NS);
             } else {
                 spin.snooze();
             }
@@ -533,7 +483,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             if flag == HEAD && sync::head_asleep_hints() {
                 // The new head runs only once the wake-up below completes: mark
                 // it asleep until then, so arrivals do not queue behind it
-                // (`steal_while_head_asleep`). Relaxed: a hint. We hold the
+                // (`node::steal_while_head_asleep`). Relaxed: a hint. We hold the
                 // lock (head-ship is passed only by a holder), so this RMW
                 // happens-before the new head's acquisition and so before its
                 // CAS that empties the queue: that CAS cannot fail on the flag.

@@ -107,26 +107,28 @@
 use crossbeam_utils::CachePadded;
 
 use crate::backoff::SpinWait;
-use crate::config::{Config, Global, Tunables};
+use crate::config::{Config, Global, Tunables, WaitPolicy};
 use crate::node::{self, Me, registry};
-use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, UNLOCKED};
+use crate::raw_lock::{HANDED, HEAD_ASLEEP, LOCKED, NO_STEAL, TAIL_FLAGS, UNLOCKED};
 use crate::sync::{self, AtomicU32, Ordering};
 
-/// `tail` bit 1: NUMA mode (the word names a [`Meta`]); clear: plain mode.
-const NUMA_MODE: u32 = 2;
+/// `tail` bit 2: NUMA mode (the word names a [`Meta`]); clear: plain mode.
+/// (Bits 0 and 1 are the flags `NO_STEAL` and `HEAD_ASLEEP` of
+/// [`crate::raw_lock`], with the same meaning.)
+const NUMA_MODE: u32 = 4;
 /// Plain mode: the MCS tail's code is `tail >> CODE_SHIFT` (0 = no queue).
-const CODE_SHIFT: u32 = 2;
-/// Largest queue-node code plain mode can store (30 bits).
+const CODE_SHIFT: u32 = 3;
+/// Largest queue-node code plain mode can store (29 bits).
 const MAX_PLAIN_CODE: u32 = u32::MAX >> CODE_SHIFT;
 /// NUMA mode: the metadata index is `(tail >> META_SHIFT) & META_MASK`.
-const META_SHIFT: u32 = 2;
+const META_SHIFT: u32 = 3;
 /// 10 bits of metadata index.
 const META_MASK: u32 = (1 << 10) - 1;
 /// NUMA mode: the waiter count is `tail >> COUNT_SHIFT`.
-const COUNT_SHIFT: u32 = 12;
+const COUNT_SHIFT: u32 = 13;
 /// One waiter in the count field.
 const COUNT_ONE: u32 = 1 << COUNT_SHIFT;
-/// Most waiters the count field holds (2^20 - 1); more wait without a queue.
+/// Most waiters the count field holds (2^19 - 1); more wait without a queue.
 const COUNT_MAX: u32 = u32::MAX >> COUNT_SHIFT;
 
 /// Queue node `locked` value: you are the local head of your node queue without
@@ -349,10 +351,11 @@ fn pool() -> &'static Pool {
 /// | --- | --- | --- |
 /// | `locked` | all | `UNLOCKED` (0), `LOCKED` (1), `HANDED` (2), as in [`RawLock`](crate::RawLock) |
 /// | `tail` | 0 | `NO_STEAL`: the global head forbids lock stealing |
-/// | `tail` | 1 | mode: 0 = plain queued, 1 = NUMA |
-/// | `tail` | 2..32 | plain mode: code of the MCS tail node, 0 = no waiter |
-/// | `tail` | 2..12 | NUMA mode: index of the bound metadata in the pool |
-/// | `tail` | 12..32 | NUMA mode: waiters between arrival and their last metadata access |
+/// | `tail` | 1 | `HEAD_ASLEEP`: the global head is not running (a hint for arrivals) |
+/// | `tail` | 2 | mode: 0 = plain queued, 1 = NUMA |
+/// | `tail` | 3..32 | plain mode: code of the MCS tail node, 0 = no waiter |
+/// | `tail` | 3..13 | NUMA mode: index of the bound metadata in the pool |
+/// | `tail` | 13..32 | NUMA mode: waiters between arrival and their last metadata access |
 ///
 /// # Fairness
 ///
@@ -498,7 +501,7 @@ impl<T: Tunables> RawHqLock<T> {
         // so its update happens-before our acquisition and we cannot read a stale
         // "waiters" word. A word with waiters means one of them will become global
         // head and take HANDED.
-        let queued = self.tail.load(Ordering::Relaxed) & !NO_STEAL != 0;
+        let queued = self.tail.load(Ordering::Relaxed) & !TAIL_FLAGS != 0;
         // Release: as in `release`. The head takes HANDED with an Acquire CAS.
         self.locked
             .store(if queued { HANDED } else { UNLOCKED }, Ordering::Release);
@@ -532,7 +535,11 @@ impl<T: Tunables> RawHqLock<T> {
     #[inline(never)]
     fn lock_slow(&self) {
         let cfg = *self.tunables.config();
-        if self.try_steal() {
+        // The lock may have been released since the fast path looked; while
+        // the global head is not running, spin for the lock rather than queue
+        // behind it.
+        if self.try_steal() || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal())
+        {
             return;
         }
         let Some(me) = node::current() else {
@@ -589,7 +596,7 @@ impl<T: Tunables> RawHqLock<T> {
                     }
                     Err(seen) => t = seen,
                 }
-            } else if t & !NO_STEAL != 0
+            } else if t & !TAIL_FLAGS != 0
                 || cfg.hq_switch_threshold != 0
                 || claimed.is_none() && !self.try_claim(&mut claimed, hint)
             {
@@ -598,7 +605,7 @@ impl<T: Tunables> RawHqLock<T> {
                 if me.code > MAX_PLAIN_CODE {
                     break None;
                 }
-                let new = (me.code << CODE_SHIFT) | (t & NO_STEAL) | strict;
+                let new = (me.code << CODE_SHIFT) | (t & TAIL_FLAGS) | strict;
                 // AcqRel on success, as CNA's enqueue: Release publishes our
                 // node's initialization to the waiter that links behind us;
                 // Acquire makes our predecessor's initialization (its `next = 0`)
@@ -621,7 +628,7 @@ impl<T: Tunables> RawHqLock<T> {
                 // reads the gate before this store is visible only waits a little
                 // longer (see the binding CAS below).
                 pool().meta(m).gate.store(GO, Ordering::Relaxed);
-                let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (t & NO_STEAL) | strict;
+                let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (t & TAIL_FLAGS) | strict;
                 // Relaxed (both): a joiner needs nothing of ours through this
                 // CAS. The gate it reads is GO (ours) or, stale, the previous
                 // binding's value: GO, or the close, after which it waits in
@@ -698,8 +705,8 @@ impl<T: Tunables> RawHqLock<T> {
             let cur = self.tail.load(Ordering::Relaxed);
             // Relaxed CAS (CNA's argument): an empty tail publishes no node; the
             // next thread to enqueue finds no predecessor and touches nothing of
-            // ours. Clears NO_STEAL with the queue.
-            if cur & !NO_STEAL == me.code << CODE_SHIFT
+            // ours. Clears the flags with the queue.
+            if cur & !TAIL_FLAGS == me.code << CODE_SHIFT
                 && self
                     .tail
                     .compare_exchange(cur, 0, Ordering::Relaxed, Ordering::Relaxed)
@@ -721,13 +728,13 @@ impl<T: Tunables> RawHqLock<T> {
             let m = (t >> META_SHIFT) & META_MASK;
             // Open the NUMA side's gate (Release inside; we hold the lock, so
             // its global head gets `locked` only after our release anyway).
-            node::signal(&pool().meta(m).gate, GO);
+            self.pass_head_ship(&pool().meta(m).gate, GO);
             self.leave(m);
             return;
         }
         // Release inside: the lock's history to the new head.
         let k = (k + 1).min(u32::MAX - GLOBAL_HEAD);
-        node::signal(&registry().node(next).locked, GLOBAL_HEAD + k);
+        self.pass_head_ship(&registry().node(next).locked, GLOBAL_HEAD + k);
     }
 
     /// Contention detected: switch the lock from plain to NUMA mode. The plain
@@ -746,7 +753,7 @@ impl<T: Tunables> RawHqLock<T> {
             return;
         }
         let m = claimed.expect("claimed above");
-        let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (cur & NO_STEAL);
+        let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (cur & TAIL_FLAGS);
         // AcqRel on success. Acquire: the last plain waiter's initialization of
         // its node (`next = 0`, before its Release enqueue CAS, which we read)
         // happens-before our END_OF_CHAIN store into it. Release: publishes our
@@ -885,7 +892,7 @@ impl<T: Tunables> RawHqLock<T> {
             // (Saturating: a threshold near u32::MAX means "never hand off
             // remotely"; the count then stops short of overflowing the word.)
             let batch = (batch + 1).min(u32::MAX - GLOBAL_HEAD);
-            node::signal(&reg.node(s).locked, GLOBAL_HEAD + batch);
+            self.pass_head_ship(&reg.node(s).locked, GLOBAL_HEAD + batch);
             return;
         }
         // Remote hand-off. First the list (so that this node queue's next local
@@ -910,7 +917,7 @@ impl<T: Tunables> RawHqLock<T> {
             sync::event("hq-remote");
             sync::trace(|| format!("remote hand-off to node queue {}", gs - 1));
             // Release inside: pairs with that queue's local head's Acquire.
-            node::signal(&meta.queues[gs as usize - 1].gwait, GO);
+            self.pass_head_ship(&meta.queues[gs as usize - 1].gwait, GO);
         }
         // Then the node queue: its next waiter re-enqueues it in the list.
         if s == 0 {
@@ -964,7 +971,7 @@ impl<T: Tunables> RawHqLock<T> {
         loop {
             debug_assert!(t & NUMA_MODE != 0 && (t >> META_SHIFT) & META_MASK == m);
             debug_assert!(t >> COUNT_SHIFT != 0);
-            // The last one out clears the word (and NO_STEAL with it).
+            // The last one out clears the word (and the flags with it).
             let new = if t >> COUNT_SHIFT == 1 {
                 0
             } else {
@@ -998,14 +1005,48 @@ impl<T: Tunables> RawHqLock<T> {
         }
     }
 
-    /// The global head's wait for the lock word, with bounded stealing (as CNA's
-    /// queue head: `NO_STEAL` once it has waited `steal_bound_ns`, lifted while
-    /// it yields its CPU).
+    /// Signals `value` into `word`, on which the next global head waits (a
+    /// queue node's `locked`, a node queue's `gwait`, the gate), marking the
+    /// lock `HEAD_ASLEEP` when that waiter had parked, as CNA's hand-off does:
+    /// it runs only once the wake-up completes, and arrivals should take the
+    /// lock meanwhile rather than queue behind it
+    /// ([`node::steal_while_head_asleep`]). Called only by the lock holder.
+    fn pass_head_ship(&self, word: &AtomicU32, value: u32) {
+        node::signal_then(word, value, || {
+            if sync::head_asleep_hints() {
+                // Relaxed: a hint. We hold the lock, so this RMW happens-before
+                // the new global head's acquisition, after which it looks for
+                // the mark and lifts it (`wait_for_lock`); the word is emptied
+                // only by a holder, which clears the flags with it.
+                self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
+                sync::event("hq-asleep-hand-off");
+            }
+        });
+    }
+
+    /// Lifts `HEAD_ASLEEP` if it is set (Relaxed, a hint): the global head runs.
+    fn lift_head_asleep(&self) {
+        if sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 {
+            self.tail.fetch_and(!HEAD_ASLEEP, Ordering::Relaxed);
+        }
+    }
+
+    /// The global head's wait for the lock word, as CNA's queue head waits:
+    /// bounded stealing (`NO_STEAL` once it has waited `steal_bound_ns`,
+    /// lifted while it is off its CPU), and, with [`WaitPolicy::Park`], naps of
+    /// [`node::HEAD_NAP_NS`] once the spin budget is spent, announced by
+    /// `HEAD_ASLEEP` so that arrivals take a free lock meanwhile instead of
+    /// queueing behind a head that cannot.
     fn wait_for_lock(&self, cfg: &Config) {
         let bound = cfg.steal_bound_ns;
         let timed = bound != 0 && bound != u64::MAX;
         let started = if timed { sync::now_ns() } else { 0 };
         let mut forbade = false;
+        let park = cfg.wait_policy == WaitPolicy::Park;
+        // Whether we set HEAD_ASLEEP before a nap (once per wait is enough).
+        let mut asleep = false;
+        // We run now: lift the mark of the hand-off that woke us.
+        self.lift_head_asleep();
         let mut spin = SpinWait::new(cfg.spin_budget_ns);
         loop {
             // Relaxed: this load only picks the CAS to try; each CAS acquires.
@@ -1032,10 +1073,29 @@ impl<T: Tunables> RawHqLock<T> {
                 self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
                 forbade = false;
             }
-            spin.snooze();
+            if park {
+                if !asleep && spin.is_yielding() && sync::head_asleep_hints() {
+                    // About to sleep: arrivals should take a free lock rather
+                    // than queue behind us. Relaxed: a hint.
+                    self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
+                    sync::event("hq-asleep-nap");
+                    asleep = true;
+                }
+                spin.nap(node::HEAD_NAP_NS);
+            } else {
+                spin.snooze();
+            }
         }
-        if forbade {
-            self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
+        // We hold the lock: let stealers in again until the next head's bound,
+        // and lift our own mark (we napped) or a hand-off's mark that landed
+        // after our check at entry (the hand-off marks after its swap, which
+        // we may have seen before the wake-up). One RMW for both.
+        let mut lift = if forbade { NO_STEAL } else { 0 };
+        if sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 {
+            lift |= HEAD_ASLEEP;
+        }
+        if lift != 0 {
+            self.tail.fetch_and(!lift, Ordering::Relaxed);
         }
     }
 }
@@ -1097,7 +1157,9 @@ crate::glue::raw_mutex_glue! {
 #[cfg(all(test, not(numa_loom)))]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::time::{Duration, Instant};
 
     #[cfg(not(feature = "stats"))]
     #[test]
@@ -1133,6 +1195,221 @@ mod tests {
             "metadata still bound after the last release"
         );
         assert_eq!(raw.tail.load(Ordering::Relaxed), 0);
+    }
+
+    /// Waits (at most 10 s) until the plain queue's tail names a node not in
+    /// `seen`, that is, until a newly spawned waiter has enqueued; returns its
+    /// code.
+    fn await_new_tail(lock: &RawHqLock<&'static Config>, seen: &[u32]) -> u32 {
+        let start = Instant::now();
+        loop {
+            let t = lock.tail.load(Ordering::SeqCst);
+            let code = t >> CODE_SHIFT;
+            if t & NUMA_MODE == 0 && code != 0 && !seen.contains(&code) {
+                return code;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "waiter never queued"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    /// Spawns a waiter that takes `lock` once and returns the tail word it
+    /// read while holding it; returns after the waiter has enqueued (its code
+    /// is pushed onto `codes`).
+    fn queue_tail_reader(
+        lock: &Arc<RawHqLock<&'static Config>>,
+        codes: &mut Vec<u32>,
+    ) -> std::thread::JoinHandle<u32> {
+        let l = lock.clone();
+        let waiter = std::thread::spawn(move || {
+            l.acquire();
+            let tail = l.tail.load(Ordering::SeqCst);
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+            tail
+        });
+        codes.push(await_new_tail(lock, codes));
+        waiter
+    }
+
+    /// Waits (at most `within`) until `bit` of `lock`'s tail word is `set`;
+    /// fails with `what` if it does not get there in time.
+    fn await_tail_bit(
+        lock: &RawHqLock<&'static Config>,
+        bit: u32,
+        set: bool,
+        within: Duration,
+        what: &str,
+    ) {
+        let start = Instant::now();
+        while (lock.tail.load(Ordering::SeqCst) & bit != 0) != set {
+            assert!(start.elapsed() < within, "{what}");
+            std::thread::yield_now();
+        }
+    }
+
+    static SPIN_60S: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
+    static SPIN_1S: Config = Config::DEFAULT.spin_budget_ns(1_000_000_000);
+
+    /// An arrival that finds the lock held while the global head sleeps
+    /// (`HEAD_ASLEEP`) spins for the lock word instead of entering the queues,
+    /// and enters them once the head runs again.
+    #[test]
+    fn arrival_spins_instead_of_queueing_behind_a_sleeping_global_head() {
+        let lock = Arc::new(RawHqLock::with_config(&SPIN_60S));
+        lock.acquire();
+        // The flag a napping global head sets (by hand: the arrival reads only it).
+        lock.tail.fetch_or(HEAD_ASLEEP, Ordering::SeqCst);
+        let started = Arc::new(AtomicBool::new(false));
+        let (l, st) = (lock.clone(), started.clone());
+        let arrival = std::thread::spawn(move || {
+            st.store(true, Ordering::SeqCst);
+            l.acquire();
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+        });
+        while !started.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(100) {
+            assert_eq!(
+                lock.tail.load(Ordering::SeqCst) & !TAIL_FLAGS,
+                0,
+                "the arrival queued behind a sleeping global head"
+            );
+            std::thread::yield_now();
+        }
+        // The head runs again: the arrival, still waiting, queues now.
+        lock.tail.fetch_and(!HEAD_ASLEEP, Ordering::SeqCst);
+        await_new_tail(&lock, &[]);
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        arrival.join().unwrap();
+        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+    }
+
+    /// A global head that has spent its spin budget naps and marks itself
+    /// asleep (`HEAD_ASLEEP`) while the lock stays held; with a budget it has
+    /// not spent, it does not.
+    #[test]
+    fn napping_global_head_marks_itself_asleep() {
+        static NAPS: Config = Config::DEFAULT.spin_budget_ns(0);
+        for (cfg, naps) in [(&NAPS, true), (&SPIN_60S, false)] {
+            let lock = Arc::new(RawHqLock::with_config(cfg));
+            lock.acquire();
+            let head = queue_tail_reader(&lock, &mut Vec::new());
+            if naps {
+                let what = "the napping global head never set HEAD_ASLEEP";
+                await_tail_bit(&lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
+            } else {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_millis(100) {
+                    assert_eq!(
+                        lock.tail.load(Ordering::SeqCst) & HEAD_ASLEEP,
+                        0,
+                        "a spinning global head marked itself asleep"
+                    );
+                    std::thread::yield_now();
+                }
+            }
+            // SAFETY: acquired above.
+            unsafe { lock.release() };
+            assert_eq!(head.join().unwrap() & HEAD_ASLEEP, 0);
+            assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+        }
+    }
+
+    /// A global head that napped lifts `HEAD_ASLEEP` once it holds the lock,
+    /// so arrivals queue behind its (running) successor again. The head naps
+    /// after its 1 s spin budget; its successor, queued 500 ms later, still
+    /// spins when the head takes the lock (had it parked, the hand-off would
+    /// mark it).
+    #[test]
+    fn global_head_that_napped_lifts_the_mark_once_it_holds_the_lock() {
+        let lock = Arc::new(RawHqLock::with_config(&SPIN_1S));
+        lock.acquire();
+        let mut codes = Vec::new();
+        let head = queue_tail_reader(&lock, &mut codes);
+        std::thread::sleep(Duration::from_millis(500));
+        let successor = queue_tail_reader(&lock, &mut codes);
+        let what = "the global head never napped";
+        await_tail_bit(&lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        assert_eq!(
+            head.join().unwrap() & HEAD_ASLEEP,
+            0,
+            "HEAD_ASLEEP set while the global head held the lock"
+        );
+        successor.join().unwrap();
+        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+    }
+
+    /// A parked waiter made global head is marked `HEAD_ASLEEP` by the
+    /// hand-off that wakes it, and lifts the mark as soon as it runs, while it
+    /// still spins for the lock (1 s budget).
+    #[test]
+    fn woken_global_head_lifts_the_hand_off_mark() {
+        let lock = Arc::new(RawHqLock::with_config(&SPIN_1S));
+        let (acquired, release) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        lock.acquire();
+        let mut codes = Vec::new();
+        // The first waiter holds the lock until told to release it.
+        let (l, got, go) = (lock.clone(), acquired.clone(), release.clone());
+        let first = std::thread::spawn(move || {
+            l.acquire();
+            // Head-ship has been handed to the second waiter by now.
+            got.store(true, Ordering::SeqCst);
+            while !go.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+        });
+        codes.push(await_new_tail(&lock, &codes));
+        let second = queue_tail_reader(&lock, &mut codes);
+        let start = Instant::now();
+        while registry().node(codes[1]).locked.load(Ordering::SeqCst) != node::PARKED {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the second waiter never parked"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        while !acquired.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let what = "the woken global head left the hand-off mark set while it spun";
+        await_tail_bit(&lock, HEAD_ASLEEP, false, Duration::from_millis(900), what);
+        release.store(true, Ordering::SeqCst);
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+    }
+
+    /// The holder's hand-off marks the lock `HEAD_ASLEEP` when the new global
+    /// head had parked on the word it signals, and only then.
+    #[test]
+    fn hand_off_to_a_parked_waiter_marks_the_global_head_asleep() {
+        for (state, marks) in [(node::PARKED, true), (node::WAIT, false)] {
+            let lock = RawHqLock::with_config(&SPIN_1S);
+            lock.acquire();
+            let word = AtomicU32::new(state);
+            lock.pass_head_ship(&word, GO);
+            assert_eq!(word.load(Ordering::SeqCst), GO);
+            assert_eq!(lock.tail.load(Ordering::SeqCst) & HEAD_ASLEEP != 0, marks);
+            // SAFETY: acquired above.
+            unsafe { lock.release() };
+        }
     }
 
     /// With counters: sustained contention from 8 threads on 4 virtual nodes

@@ -552,6 +552,62 @@ pub(crate) fn signal_then(word: &AtomicU32, value: u32, before_wake: impl FnOnce
     }
 }
 
+/// How long a queue head (CNA's, the queued lock's, HQ's global head) sleeps at a time once its spin budget is spent, with
+/// [`WaitPolicy::Park`], instead of yielding (20 us; with Linux's default timer
+/// slack a sleep lasts about 70 us).
+///
+/// A timed sleep rather than a park: nobody has to wake the head, so the release
+/// stays one store. (Paravirt qspinlock parks the head, `pv_wait_head_or_lock`,
+/// and pays with a cmpxchg unlock; here a release that reads the lock word
+/// before its store, as a wake-up check needs, cost 15-30% of the throughput
+/// of two threads contending on two CPUs.) While the head sleeps,
+/// lock stealing is allowed (`NO_STEAL` is cleared before), so a free lock waits
+/// for nobody; the sleep bounds how long the head itself is away. Measured on
+/// the 2-CPU development machine, `numa-bench run --lock cna --workload
+/// locktorture --threads 2 --hog 1 --virtual-nodes 2`, 5 interleaved repeats:
+/// CNA/parking_lot 0.99 (0.88-1.00) with 20 us sleeps, 0.99 (0.94-1.01) with
+/// 100 us, against 0.79 (0.69-0.97) yielding; a yielding head keeps handing its
+/// CPU's time to the CPU-bound thread and taking it back. Without the hog, and
+/// at 32 threads with it, the three were within the spread.
+pub(crate) const HEAD_NAP_NS: u64 = 20_000;
+
+/// While the queue head is not running (the lock's `HEAD_ASLEEP` bit in
+/// `tail`, see [`crate::raw_lock`]: the head naps, or it was parked when
+/// head-ship reached it and has not run since), spins for the lock word with
+/// `try_steal` instead of queueing, for at most the spin budget; returns
+/// whether it took the lock. Shared by CNA, the queued lock and HQ.
+///
+/// A waiter queued behind a head that is not running cannot take the lock
+/// even when it is free, and, once parked itself, is woken only when it
+/// becomes head: on an oversubscribed machine running threads that arrive
+/// while the lock is held would otherwise queue up behind sleeping heads
+/// until every CPU idles but the holder's (a lock convoy; measured on the
+/// 2-CPU development machine, `numa-bench run --workload locktorture
+/// --threads 16 --cs 100ns --delay 2us`: CNA at 0.52x parking_lot and HQ at
+/// 0.55x, LevelDB readrandom through numa-preload at 0.65-0.8x glibc).
+/// Spinning arrivals keep the lock busy instead, as barging waiters do in
+/// glibc's and parking_lot's mutexes, while the queue holds the threads that
+/// have spent their budget (Dice, "Malthusian Locks", EuroSys 2017: a small
+/// active set circulates, the rest stay parked). The head's steal bound
+/// (`NO_STEAL`) still applies once it runs. While the head runs, arrivals
+/// queue at once, so a machine with a CPU per thread keeps local spinning.
+pub(crate) fn steal_while_head_asleep(
+    tail: &AtomicU32,
+    cfg: &crate::Config,
+    mut try_steal: impl FnMut() -> bool,
+) -> bool {
+    use crate::raw_lock::HEAD_ASLEEP;
+    let mut spin = crate::backoff::SpinWait::new(cfg.spin_budget_ns);
+    // Relaxed: a hint, like NO_STEAL; `try_steal`'s CAS acquires.
+    while tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 && !spin.is_yielding() {
+        spin.snooze();
+        if try_steal() {
+            return true;
+        }
+    }
+    false
+}
+
 /// Waits until the link `word` (a queue node's `next`, an HQ node queue's
 /// `gnext`) is set by a thread that already swapped itself into the matching
 /// tail, and returns it (read with Acquire: pairs with the Release store of the

@@ -318,6 +318,54 @@ fn head_asleep_marks_race_the_queue() {
     }
 }
 
+/// The HQ form of `head_asleep_marks_race_the_queue`, in NUMA mode: A (node 0,
+/// twice) and B (node 1) queue behind main with the `HEAD_ASLEEP` hint on. A
+/// global head naps (and marks itself), and hand-offs to parked waiters mark
+/// the lock, racing the count updates of arrivals and leavers, the list's
+/// hand-offs and the unbinding: exclusion holds, every acquisition happens,
+/// and the metadata ends unbound.
+#[test]
+fn hq_head_asleep_marks_race_the_queues() {
+    let cfg = hq_config(1000, u64::MAX);
+    loom_hooks::set_loom_head_asleep_hints(true);
+    model(move || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<Hq>::new(cfg);
+        shared.lock.acquire();
+        let a = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                loom_hooks::set_loom_node(0);
+                shared.critical(1, false);
+                shared.critical(1, false);
+            })
+        };
+        wait_for_enqueues(1);
+        let b = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                loom_hooks::set_loom_node(1);
+                shared.critical(2, false);
+            })
+        };
+        wait_for_enqueues(2);
+        shared.record(0);
+        // SAFETY: acquired above.
+        unsafe { shared.lock.release() };
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(shared.log().len(), 4);
+        assert!(!shared.lock.is_numa_bound(), "metadata left bound");
+    });
+    loom_hooks::set_loom_head_asleep_hints(false);
+    for event in ["hq-asleep-nap", "hq-asleep-hand-off"] {
+        assert!(
+            loom_hooks::loom_event_count(event) > 0,
+            "no execution reached {event}"
+        );
+    }
+}
+
 // ---- try_lock racing lock ---------------------------------------------------
 
 fn try_lock_races_lock(cfg: &'static Config) {
