@@ -14,7 +14,6 @@ use crate::mutex::with_mutex;
 use crate::rwlock::Wait;
 use crate::{cond, mutex, real, rwlock, stats};
 use core::ffi::c_int;
-use core::sync::atomic::Ordering;
 use libc::{
     clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t, pthread_mutexattr_t,
     pthread_rwlock_t, pthread_rwlockattr_t, timespec,
@@ -27,13 +26,6 @@ static CONSTRUCTOR: extern "C" fn() = mode::constructor;
 #[used]
 #[unsafe(link_section = ".fini_array")]
 static DESTRUCTOR: extern "C" fn() = stats::report;
-
-#[inline(always)]
-fn fwd() {
-    if stats::enabled() {
-        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// Defines each `extern "C" fn NAME(ARGS) -> c_int` that has one
 /// implementation for all of our locks: glibc's `NAME` for
@@ -51,7 +43,7 @@ macro_rules! export {
             // each implementation (and glibc) requires.
             unsafe {
                 if mode::current() == Mode::Pthread {
-                    fwd();
+                    stats::forwarded();
                     return real::$name($($arg),*);
                 }
                 $ours
@@ -90,7 +82,7 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
     // implementation (and glibc) requires.
     unsafe {
         with_mutex!(mode::current(), L => mutex::destroy::<L>(m), pthread => {
-            fwd();
+            stats::forwarded();
             real::pthread_mutex_destroy(m)
         })
     }
@@ -107,7 +99,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
     // implementation (and glibc) requires.
     unsafe {
         with_mutex!(mode::current(), L => mutex::lock::<L>(m), pthread => {
-            fwd();
+            stats::forwarded();
             real::pthread_mutex_lock(m)
         })
     }
@@ -124,7 +116,7 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
     // implementation (and glibc) requires.
     unsafe {
         with_mutex!(mode::current(), L => mutex::trylock::<L>(m), pthread => {
-            fwd();
+            stats::forwarded();
             real::pthread_mutex_trylock(m)
         })
     }
@@ -144,7 +136,7 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
     // implementation (and glibc) requires.
     unsafe {
         with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, libc::CLOCK_REALTIME, t), pthread => {
-            fwd();
+            stats::forwarded();
             real::pthread_mutex_timedlock(m, t)
         })
     }
@@ -165,7 +157,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
     // implementation (and glibc) requires.
     unsafe {
         with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, k, t), pthread => {
-            fwd();
+            stats::forwarded();
             real::pthread_mutex_clocklock(m, k, t)
         })
     }
@@ -182,7 +174,7 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
     // implementation (and glibc) requires.
     unsafe {
         with_mutex!(mode::current(), L => mutex::unlock::<L>(m), pthread => {
-            fwd();
+            stats::forwarded();
             real::pthread_mutex_unlock(m)
         })
     }
@@ -202,7 +194,7 @@ pub unsafe extern "C" fn pthread_cond_wait(
     // implementation (and glibc) requires.
     unsafe {
         with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, core::ptr::null(), false), pthread => {
-            fwd();
+            stats::forwarded();
             real::pthread_cond_wait(c, m)
         })
     }
@@ -223,7 +215,7 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
     // implementation (and glibc) requires.
     unsafe {
         with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, t, true), pthread => {
-            fwd();
+            stats::forwarded();
             real::pthread_cond_timedwait(c, m, t)
         })
     }
@@ -245,7 +237,7 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
     // implementation (and glibc) requires.
     unsafe {
         with_mutex!(mode::current(), L => cond::wait::<L>(c, m, Some(k), t, true), pthread => {
-            fwd();
+            stats::forwarded();
             real::pthread_cond_clockwait(c, m, k, t)
         })
     }

@@ -179,7 +179,7 @@ unsafe fn lock_kind<L: InPlace>(
     deadline: Option<(clockid_t, *const timespec)>,
 ) -> c_int {
     if !layout::kind_is_ours(kind) {
-        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+        stats::forwarded();
         // SAFETY: a glibc-initialized mutex, handed to glibc unchanged.
         return unsafe {
             match deadline {
@@ -266,7 +266,7 @@ pub unsafe fn trylock<L: InPlace>(m: *mut pthread_mutex_t) -> c_int {
     let r = unsafe { repr(m) };
     let kind = r.kind.load(Ordering::Relaxed);
     if !layout::kind_is_ours(kind) {
-        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+        stats::forwarded();
         // SAFETY: glibc's mutex, handed over unchanged.
         return unsafe { real::pthread_mutex_trylock(m) };
     }
@@ -317,7 +317,7 @@ pub unsafe fn unlock<L: InPlace>(m: *mut pthread_mutex_t) -> c_int {
 #[cold]
 unsafe fn unlock_kind<L: InPlace>(r: &MutexRepr, m: *mut pthread_mutex_t, kind: i32) -> c_int {
     if !layout::kind_is_ours(kind) {
-        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+        stats::forwarded();
         // SAFETY: glibc's mutex, handed over unchanged.
         return unsafe { real::pthread_mutex_unlock(m) };
     }

@@ -224,7 +224,7 @@ pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
     // SAFETY: caller's contract.
     let r = unsafe { repr(l) };
     if forwarded(r) {
-        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+        stats::forwarded();
         // SAFETY: glibc's rwlock, forwarded unchanged.
         return unsafe {
             match wait {
@@ -319,7 +319,7 @@ pub unsafe fn wrlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
     // SAFETY: caller's contract.
     let r = unsafe { repr(l) };
     if forwarded(r) {
-        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+        stats::forwarded();
         // SAFETY: glibc's rwlock, forwarded unchanged.
         return unsafe {
             match wait {
@@ -383,12 +383,23 @@ pub unsafe fn unlock(l: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: caller's contract.
     let r = unsafe { repr(l) };
     if forwarded(r) {
-        stats::FORWARDED.fetch_add(1, Ordering::Relaxed);
+        stats::forwarded();
         // SAFETY: glibc's rwlock.
         return unsafe { real::pthread_rwlock_unlock(l) };
     }
     // SAFETY: caller's contract.
     let rw = unsafe { raw(l) };
+    // The write holder first: it holds no read lock on `l` (a read request of
+    // the write holder fails with `EDEADLK`, and a reader's write request
+    // waits for itself), so the read table need not be searched, and only
+    // this thread stores its own id in `writer`.
+    if r.writer.load(Ordering::Relaxed) == me() {
+        r.writer.store(0, Ordering::Relaxed);
+        // SAFETY: we hold the write lock; a new guard state releases any
+        // exclusive acquisition (its node is only a hint).
+        unsafe { rw.unlock_exclusive(ExclusiveGuardState::new()) };
+        return 0;
+    }
     let addr = l as usize;
     let read = with_reads(|t| {
         let s = t.find(addr)?;
@@ -408,15 +419,50 @@ pub unsafe fn unlock(l: *mut pthread_rwlock_t) -> c_int {
             unsafe { rw.unlock_shared(g) };
             0
         }
-        None => {
-            if r.writer.load(Ordering::Relaxed) != me() {
-                return libc::EPERM;
-            }
-            r.writer.store(0, Ordering::Relaxed);
-            // SAFETY: we hold the write lock; a new guard state releases any
-            // exclusive acquisition (its node is only a hint).
-            unsafe { rw.unlock_exclusive(ExclusiveGuardState::new()) };
-            0
+        // Neither a reader nor the writer.
+        None => libc::EPERM,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` on `l` in a new thread and returns its result.
+    fn in_thread(l: *mut pthread_rwlock_t, f: unsafe fn(*mut pthread_rwlock_t) -> c_int) -> c_int {
+        let addr = l as usize;
+        // SAFETY: `l` outlives the joined thread (the caller's contract).
+        std::thread::spawn(move || unsafe { f(addr as *mut pthread_rwlock_t) })
+            .join()
+            .unwrap()
+    }
+
+    /// `unlock` releases the write lock for its holder and the read lock for a
+    /// reader, and refuses (`EPERM`) a thread that holds neither, also while
+    /// another thread holds the lock in either mode.
+    #[test]
+    fn unlock_releases_the_callers_mode_and_refuses_others() {
+        // SAFETY: all-zero is an unlocked rwlock in our modes.
+        let mut rw: pthread_rwlock_t = unsafe { core::mem::zeroed() };
+        let l = &raw mut rw;
+        // SAFETY: `l` is live for the whole test; `abstime` is unused.
+        unsafe {
+            assert_eq!(unlock(l), libc::EPERM, "unlock of a free rwlock");
+            assert_eq!(wrlock(l, Wait::Block), 0);
+            assert_eq!(in_thread(l, unlock), libc::EPERM, "unlock by a non-writer");
+            assert_eq!(in_thread(l, |l| rdlock(l, Wait::Try)), libc::EBUSY);
+            assert_eq!(unlock(l), 0);
+            assert_eq!(unlock(l), libc::EPERM, "second unlock of the write lock");
+            assert_eq!(rdlock(l, Wait::Block), 0);
+            assert_eq!(in_thread(l, unlock), libc::EPERM, "unlock by a non-reader");
+            assert_eq!(in_thread(l, |l| wrlock(l, Wait::Try)), libc::EBUSY);
+            assert_eq!(unlock(l), 0);
+            assert_eq!(
+                in_thread(l, |l| wrlock(l, Wait::Try)),
+                0,
+                "read lock not released"
+            );
+            assert_eq!(unlock(l), libc::EPERM, "the writer is another thread");
         }
     }
 }

@@ -67,6 +67,15 @@ pub static COND_WAKES: AtomicU64 = AtomicU64::new(0);
 /// Calls forwarded to glibc (mode `pthread` or a glibc-only mutex kind).
 pub static FORWARDED: AtomicU64 = AtomicU64::new(0);
 
+/// Counts one call forwarded to glibc, when counting is on (an unconditional
+/// shared counter would make every forwarded call a contended RMW).
+#[inline(always)]
+pub fn forwarded() {
+    if enabled() {
+        FORWARDED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Whether counting is on.
 #[inline(always)]
 pub fn enabled() -> bool {
