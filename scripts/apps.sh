@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real programs from Debian packages on the numa-preload interposer, under every
 # NUMA_LOCK value: sysbench mutex, LevelDB readrandom (a small driver built here
-# against libleveldb-dev), kccachetest wicked. Table + JSON in target/apps/.
+# against libleveldb-dev), kccachetest wicked. Table, JSON and one SVG plot per
+# program (ratio to pthread against threads, `numa-bench plot-apps`) in target/apps/.
 #
 #   scripts/apps.sh                      # threads 1,2,4,8,16,32; 3 repeats
 #   scripts/apps.sh --repeats 5 --threads 2,16
@@ -41,4 +42,10 @@ mkdir -p "$out"
 g++ -O2 -std=c++17 -pthread -o "$out/leveldb_readrandom" \
     crates/numa-preload/apps/leveldb_readrandom.cc -lleveldb
 
-exec python3 scripts/apps.py --lib "$lib" --ldb-bin "$out/leveldb_readrandom" --out "$out" "${args[@]}" "$@"
+rc=0
+python3 scripts/apps.py --lib "$lib" --ldb-bin "$out/leveldb_readrandom" --out "$out" "${args[@]}" "$@" || rc=$?
+# The CNA-paper-shaped plots (one SVG per program) beside results.json.
+if [ -f "$out/results.json" ]; then
+    cargo run --release -q -p numa-bench -- plot-apps "$out/results.json" || rc=$?
+fi
+exit "$rc"

@@ -47,6 +47,7 @@
 //!   library beyond libc.
 //! - `lock-stats`: numa-spin's per-lock counters in the reports (see the README).
 
+pub mod apps;
 pub mod compare;
 pub mod delay;
 pub mod diff;

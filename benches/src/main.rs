@@ -56,6 +56,16 @@ enum Command {
     /// Compare two result sets point by point: NEW/OLD ratios of throughput,
     /// fairness and p99 latency.
     Diff(DiffArgs),
+    /// Plot a `scripts/apps.sh` results.json (real programs through
+    /// numa-preload): one SVG per program beside it, each lock's throughput
+    /// ratio to pthread against threads.
+    PlotApps(PlotAppsArgs),
+}
+
+#[derive(Args, Debug)]
+struct PlotAppsArgs {
+    /// The results.json written by `scripts/apps.sh` (default out dir `target/apps/`).
+    results: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -405,6 +415,13 @@ fn main() -> ExitCode {
         Command::Run(a) => run(a),
         Command::Compare(a) => compare(a),
         Command::Diff(a) => diff(a),
+        Command::PlotApps(a) => numa_bench::apps::plot_apps(&a.results)
+            .map(|files| {
+                for f in files {
+                    println!("{}", f.display());
+                }
+            })
+            .map_err(Into::into),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,20 +24,41 @@ pub fn plot_metric(
     y_desc: &str,
     metric: impl Fn(&Point) -> (f64, f64, f64),
 ) -> Result<(), BenchError> {
+    let mut lines: BTreeMap<&str, Vec<(f64, f64, f64, f64)>> = BTreeMap::new();
+    for p in points.iter().filter(|p| p.workload == workload) {
+        let (med, lo, hi) = metric(p);
+        lines
+            .entry(p.lock.as_str())
+            .or_default()
+            .push((p.threads as f64, med, lo, hi));
+    }
+    plot_lines(path, &lines, title, y_desc)
+}
+
+/// Draws one line per key of `lines` (a lock, in the legend) through its
+/// points `(threads, median, min, max)`, with a vertical min-max error bar
+/// where min < max, into the SVG file `path`; the x axis is logarithmic.
+///
+/// # Errors
+/// [`BenchError::Plot`] when plotters fails (typically the file cannot be written).
+pub fn plot_lines(
+    path: &Path,
+    lines: &BTreeMap<&str, Vec<(f64, f64, f64, f64)>>,
+    title: &str,
+    y_desc: &str,
+) -> Result<(), BenchError> {
     let err = |e: String| BenchError::Plot {
         path: path.display().to_string(),
         reason: e,
     };
     let mut series: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     let mut bars: BTreeMap<&str, Vec<(f64, f64, f64, f64)>> = BTreeMap::new();
-    for p in points.iter().filter(|p| p.workload == workload) {
-        let (med, lo, hi) = metric(p);
-        let x = p.threads as f64;
-        series.entry(p.lock.as_str()).or_default().push((x, med));
-        if lo < hi {
-            bars.entry(p.lock.as_str())
-                .or_default()
-                .push((x, lo, med, hi));
+    for (&lock, pts) in lines {
+        for &(x, med, lo, hi) in pts {
+            series.entry(lock).or_default().push((x, med));
+            if lo < hi {
+                bars.entry(lock).or_default().push((x, lo, med, hi));
+            }
         }
     }
     for s in series.values_mut() {
