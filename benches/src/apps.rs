@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::BenchError;
-use crate::plot::plot_lines;
+use crate::plot::{Lines, plot_lines};
 
 /// Reads `results.json` written by `scripts/apps.py` and draws
 /// `<program>_ratio.svg` beside it for every program in it: one line per lock
@@ -37,7 +37,7 @@ pub fn plot_apps(results_json: &Path) -> Result<Vec<PathBuf>, BenchError> {
         .as_array()
         .ok_or_else(|| bad("no `results` array".into()))?;
     // program -> lock -> points (threads, median, min, max)
-    let mut programs: BTreeMap<&str, BTreeMap<&str, Vec<(f64, f64, f64, f64)>>> = BTreeMap::new();
+    let mut programs: BTreeMap<&str, Lines<'_>> = BTreeMap::new();
     for (i, r) in rows.iter().enumerate() {
         let field = |k: &str| {
             r.get(k)

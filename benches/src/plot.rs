@@ -24,7 +24,7 @@ pub fn plot_metric(
     y_desc: &str,
     metric: impl Fn(&Point) -> (f64, f64, f64),
 ) -> Result<(), BenchError> {
-    let mut lines: BTreeMap<&str, Vec<(f64, f64, f64, f64)>> = BTreeMap::new();
+    let mut lines = Lines::new();
     for p in points.iter().filter(|p| p.workload == workload) {
         let (med, lo, hi) = metric(p);
         lines
@@ -35,6 +35,10 @@ pub fn plot_metric(
     plot_lines(path, &lines, title, y_desc)
 }
 
+/// Lines to plot: per lock (the legend label), its points `(threads, median,
+/// min, max)`.
+pub type Lines<'a> = BTreeMap<&'a str, Vec<(f64, f64, f64, f64)>>;
+
 /// Draws one line per key of `lines` (a lock, in the legend) through its
 /// points `(threads, median, min, max)`, with a vertical min-max error bar
 /// where min < max, into the SVG file `path`; the x axis is logarithmic.
@@ -43,7 +47,7 @@ pub fn plot_metric(
 /// [`BenchError::Plot`] when plotters fails (typically the file cannot be written).
 pub fn plot_lines(
     path: &Path,
-    lines: &BTreeMap<&str, Vec<(f64, f64, f64, f64)>>,
+    lines: &Lines<'_>,
     title: &str,
     y_desc: &str,
 ) -> Result<(), BenchError> {
