@@ -2,7 +2,7 @@
 # numa-preload's CI step: the interposer's tests (Rust unit tests of the in-place
 # encodings, the C corpus under every NUMA_LOCK value) and one short point of
 # each application (2 threads) under each lock, with NUMA_LOCK_STATS=1 showing
-# that our locks served it. About 1-2 minutes on 2 CPUs once built.
+# that our locks served it, and its plots. About 1-2 minutes on 2 CPUs once built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,3 +11,6 @@ cargo test --release -p numa-preload
 
 printf '\n==> numa-preload: one short point of each application under each lock\n'
 scripts/apps.sh --quick
+for prog in sysbench leveldb kccachetest; do
+    test -s "target/apps-quick/${prog}_ratio.svg" || { echo "no plot for $prog" >&2; exit 1; }
+done
