@@ -619,6 +619,105 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), ["head", "w1", "w0"]);
     }
 
+    /// Spawns a thread on virtual node `node` that takes `lock` once, pushing
+    /// `name` onto `order` inside, and waits until it has enqueued (its code is
+    /// pushed onto `codes`).
+    fn queue_named(
+        lock: &std::sync::Arc<RawTunedMutex>,
+        order: &std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+        codes: &mut Vec<u32>,
+        name: &'static str,
+        node: usize,
+    ) -> std::thread::JoinHandle<()> {
+        let (l, order) = (lock.clone(), order.clone());
+        let waiter = std::thread::spawn(move || {
+            numa_topology::set_current_thread_node(Some(node));
+            l.acquire();
+            order.lock().unwrap().push(name);
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+        });
+        codes.push(await_new_tail(lock, codes));
+        waiter
+    }
+
+    /// With scans made rare (shuffle reduction `u32::MAX`), a queue head that
+    /// inherited no secondary queue does not reorder: behind a head on node 1,
+    /// a node-0 waiter queued before a node-1 waiter still goes first.
+    #[test]
+    fn rare_scans_keep_fifo_order_without_a_secondary_queue() {
+        use std::sync::{Arc, Mutex};
+        static RARE_SCANS: Config = Config::DEFAULT
+            .shuffle_reduction(std::num::NonZeroU32::MAX)
+            .flush_threshold_ns(u64::MAX)
+            .steal_bound_ns(u64::MAX);
+        let lock = Arc::new(RawTunedMutex::with_config(&RARE_SCANS));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        lock.acquire();
+        let mut codes = Vec::new();
+        let waiters: Vec<_> = [("head", 1), ("w0", 0), ("w1", 1)]
+            .into_iter()
+            .map(|(name, node)| queue_named(&lock, &order, &mut codes, name, node))
+            .collect();
+        // Time for a head that (wrongly) scans to move w0 aside.
+        std::thread::sleep(Duration::from_millis(50));
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), ["head", "w0", "w1"]);
+    }
+
+    /// A queue head that inherits no secondary queue prefers its own node, not
+    /// its predecessor's: head X (node 1) finds no node-1 waiter and hands
+    /// head-ship to Y (node 0); W (node 1) and then Z (node 0) queue while X
+    /// holds the lock; Y moves W aside and hands to Z.
+    #[test]
+    fn head_without_a_secondary_queue_prefers_its_own_node() {
+        use std::sync::{Arc, Mutex};
+        static NUMA_FIRST: Config = Config::DEFAULT
+            .shuffle_reduction(std::num::NonZeroU32::MIN)
+            .flush_threshold_ns(u64::MAX)
+            .steal_bound_ns(u64::MAX);
+        let lock = Arc::new(RawTunedMutex::with_config(&NUMA_FIRST));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        lock.acquire();
+        let mut codes = Vec::new();
+        // X queues W and Z from inside its critical section, after it has
+        // handed head-ship to Y (head-ship passes before `acquire` returns).
+        let (l, o) = (lock.clone(), order.clone());
+        let x = std::thread::spawn(move || {
+            numa_topology::set_current_thread_node(Some(1));
+            l.acquire();
+            o.lock().unwrap().push("X");
+            let mut codes = vec![l.tail.load(StdOrdering::SeqCst) >> crate::raw_lock::TAIL_SHIFT];
+            let w = queue_named(&l, &o, &mut codes, "W", 1);
+            let z = queue_named(&l, &o, &mut codes, "Z", 0);
+            // Y, the head, scans while it waits: give it time to link Z right
+            // behind itself (W moved to the secondary queue).
+            let y = node::registry().node(codes[0]);
+            let start = Instant::now();
+            while y.next.load(StdOrdering::SeqCst) != codes[2]
+                && start.elapsed() < Duration::from_secs(2)
+            {
+                std::thread::yield_now();
+            }
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+            (w, z)
+        });
+        codes.push(await_new_tail(&lock, &codes));
+        let y = queue_named(&lock, &order, &mut codes, "Y", 0);
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        let (w, z) = x.join().unwrap();
+        for t in [y, w, z] {
+            t.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), ["X", "Y", "Z", "W"]);
+    }
+
     /// An arrival that finds the lock held while the queue head sleeps
     /// (`HEAD_ASLEEP`) spins for the lock word instead of queueing behind it,
     /// and queues once the head runs again.
