@@ -879,8 +879,10 @@ mod tests {
 
     /// A queue head that napped lifts `HEAD_ASLEEP` once it holds the lock, so
     /// arrivals queue behind its (running) successor again. The head naps after
-    /// its 1 s spin budget; its successor, queued 500 ms later, still spins
-    /// when the head takes the lock (had it parked, the hand-off would mark it).
+    /// its 1 s spin budget; its successor arrives after that (so it spins its
+    /// own 1 s budget for the lock word before it queues) and has only just
+    /// queued when the head takes the lock: it still spins (had it parked, the
+    /// hand-off would mark it, rightly).
     #[test]
     fn head_that_napped_lifts_head_asleep_once_it_holds_the_lock() {
         use crate::raw_lock::HEAD_ASLEEP;
@@ -889,8 +891,6 @@ mod tests {
         lock.acquire();
         let mut codes = Vec::new();
         let head = queue_tail_reader(&lock, &mut codes);
-        std::thread::sleep(Duration::from_millis(500));
-        let successor = queue_tail_reader(&lock, &mut codes);
         await_tail_bit(
             &lock,
             HEAD_ASLEEP,
@@ -898,6 +898,7 @@ mod tests {
             Duration::from_secs(10),
             "the head never napped",
         );
+        let successor = queue_tail_reader(&lock, &mut codes);
         // SAFETY: acquired above.
         unsafe { lock.release() };
         assert_eq!(

@@ -1325,19 +1325,19 @@ mod tests {
 
     /// A global head that napped lifts `HEAD_ASLEEP` once it holds the lock,
     /// so arrivals queue behind its (running) successor again. The head naps
-    /// after its 1 s spin budget; its successor, queued 500 ms later, still
-    /// spins when the head takes the lock (had it parked, the hand-off would
-    /// mark it).
+    /// after its 1 s spin budget; its successor arrives after that (so it
+    /// spins its own 1 s budget for the lock word before it queues) and has
+    /// only just queued when the head takes the lock: it still spins (had it
+    /// parked, the hand-off would mark it, rightly).
     #[test]
     fn global_head_that_napped_lifts_the_mark_once_it_holds_the_lock() {
         let lock = Arc::new(RawHqLock::with_config(&SPIN_1S));
         lock.acquire();
         let mut codes = Vec::new();
         let head = queue_tail_reader(&lock, &mut codes);
-        std::thread::sleep(Duration::from_millis(500));
-        let successor = queue_tail_reader(&lock, &mut codes);
         let what = "the global head never napped";
         await_tail_bit(&lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
+        let successor = queue_tail_reader(&lock, &mut codes);
         // SAFETY: acquired above.
         unsafe { lock.release() };
         assert_eq!(
