@@ -579,6 +579,7 @@ mod tests {
     /// The first queue head (one that found the queue empty) prefers its own
     /// node: behind a head on node 1, a node-0 waiter queued before a node-1
     /// waiter goes to the secondary queue, so the node-1 waiter acquires next.
+    /// The head reorders while it waits, before the lock is free.
     #[test]
     fn first_head_prefers_its_own_node() {
         use std::sync::{Arc, Mutex};
@@ -602,13 +603,15 @@ mod tests {
             }));
             codes.push(await_new_tail(&lock, &codes));
         }
-        // The head scans its queue while it waits: give it time to link w1
-        // right behind itself (w0 moved to the secondary queue).
+        // The head scans its queue while it waits: it links w1 right behind
+        // itself (w0 moved to the secondary queue) while we hold the lock.
         let head = node::registry().node(codes[0]);
         let start = Instant::now();
-        while head.next.load(StdOrdering::SeqCst) != codes[2]
-            && start.elapsed() < Duration::from_secs(2)
-        {
+        while head.next.load(StdOrdering::SeqCst) != codes[2] {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the head did not reorder its queue while it waited"
+            );
             std::thread::yield_now();
         }
         // SAFETY: acquired above.
