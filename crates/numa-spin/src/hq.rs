@@ -1412,6 +1412,27 @@ mod tests {
         }
     }
 
+    /// From any starting hint, the pool hands out every entry once before it
+    /// reports exhaustion, and a freed entry can be claimed again.
+    #[test]
+    fn pool_claims_every_entry_from_any_hint() {
+        let pool = Box::new(Pool::new());
+        for hint in [0, 1, 2, POOL_SIZE - 1, POOL_SIZE, 0x7f12_3456_789a >> 4] {
+            let mut seen: Vec<u32> = (0..POOL_SIZE)
+                .map(|_| pool.claim(hint).expect("pool exhausted early"))
+                .collect();
+            assert_eq!(pool.claim(hint), None, "more claims than entries");
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(seen.len(), POOL_SIZE, "an entry was claimed twice");
+            pool.free(seen[7]);
+            assert_eq!(pool.claim(hint), Some(seen[7]));
+            for m in seen {
+                pool.free(m);
+            }
+        }
+    }
+
     /// With counters: sustained contention from 8 threads on 4 virtual nodes
     /// (strict FIFO, so arrivals queue; the holder yields its CPU so that
     /// queues form on 2 CPUs) switches episodes to NUMA mode and hands off
