@@ -1433,6 +1433,47 @@ mod tests {
         }
     }
 
+    /// A lock made with its own tunables reports them.
+    #[test]
+    fn config_reports_the_locks_own_tunables() {
+        static OWN: Config = Config::DEFAULT
+            .steal_bound_ns(12_345)
+            .hq_handoff_threshold(7);
+        assert_eq!(*RawHqLock::with_config(&OWN).config(), OWN);
+        assert_eq!(*RawHqMutex::new().config(), *Config::global());
+    }
+
+    /// With a steal bound of 0 (strict FIFO) the first waiter's enqueue forbids
+    /// stealing at once; with a bound it has not reached, the global head does
+    /// not.
+    #[test]
+    fn strict_fifo_forbids_stealing_from_the_first_enqueue_only() {
+        static STRICT: Config = Config::DEFAULT
+            .steal_bound_ns(0)
+            .spin_budget_ns(60_000_000_000);
+        static BOUND_60S: Config = Config::DEFAULT
+            .steal_bound_ns(60_000_000_000)
+            .spin_budget_ns(60_000_000_000);
+        for (cfg, strict) in [(&STRICT, true), (&BOUND_60S, false)] {
+            let lock = Arc::new(RawHqLock::with_config(cfg));
+            lock.acquire();
+            let head = queue_tail_reader(&lock, &mut Vec::new());
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(100) {
+                assert_eq!(
+                    lock.tail.load(Ordering::SeqCst) & NO_STEAL != 0,
+                    strict,
+                    "NO_STEAL with steal bound {}",
+                    cfg.steal_bound_ns
+                );
+                std::thread::yield_now();
+            }
+            // SAFETY: acquired above.
+            unsafe { lock.release() };
+            head.join().unwrap();
+        }
+    }
+
     /// With counters: sustained contention from 8 threads on 4 virtual nodes
     /// (strict FIFO, so arrivals queue; the holder yields its CPU so that
     /// queues form on 2 CPUs) switches episodes to NUMA mode and hands off
