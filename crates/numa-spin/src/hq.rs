@@ -1474,6 +1474,88 @@ mod tests {
         }
     }
 
+    /// Waits (at most 10 s) until `lock`'s tail word satisfies `ok`; returns it.
+    fn await_tail(lock: &RawHqLock<&'static Config>, ok: impl Fn(u32) -> bool, what: &str) -> u32 {
+        let start = Instant::now();
+        loop {
+            let t = lock.tail.load(Ordering::SeqCst);
+            if ok(t) {
+                return t;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{what}: tail {t:#x}"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    /// NUMA mode from the first waiter: the first waiter binds metadata (count
+    /// 1), the second joins it (count 2, same metadata), and the word is empty
+    /// once both have passed.
+    #[test]
+    fn second_waiter_joins_the_bound_metadata() {
+        static NUMA_AT_ONCE: Config = Config::DEFAULT
+            .hq_switch_threshold(0)
+            .spin_budget_ns(60_000_000_000);
+        let lock = Arc::new(RawHqLock::with_config(&NUMA_AT_ONCE));
+        lock.acquire();
+        let spawn = |node: usize| {
+            let l = lock.clone();
+            std::thread::spawn(move || {
+                numa_topology::set_current_thread_node(Some(node));
+                l.acquire();
+                // SAFETY: acquired above.
+                unsafe { l.release() };
+            })
+        };
+        let a = spawn(0);
+        let count = |t: u32| t >> COUNT_SHIFT;
+        let bound = await_tail(&lock, |t| t & NUMA_MODE != 0 && count(t) == 1, "no binding");
+        let b = spawn(1);
+        let joined = await_tail(&lock, |t| count(t) == 2, "the second waiter did not join");
+        assert_ne!(joined & NUMA_MODE, 0);
+        assert_eq!(
+            (joined >> META_SHIFT) & META_MASK,
+            (bound >> META_SHIFT) & META_MASK,
+            "joined other metadata"
+        );
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+    }
+
+    /// NUMA mode from the first waiter, 8 threads on 4 virtual nodes, the
+    /// holder yielding inside so that node queues and the list form on 2 CPUs:
+    /// exclusion holds, every acquisition happens, and the word is empty at
+    /// the end (debug builds also check the word's invariants in `leave`).
+    #[test]
+    fn numa_mode_from_the_first_waiter_keeps_exclusion() {
+        static NUMA_AT_ONCE: Config = Config::DEFAULT.hq_switch_threshold(0);
+        static M: lock_api::Mutex<RawHqLock<&'static Config>, u64> =
+            lock_api::Mutex::from_raw(RawHqLock::with_config(&NUMA_AT_ONCE), 0);
+        static INSIDE: AtomicU64 = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                s.spawn(move || {
+                    numa_topology::set_current_thread_node(Some(i % 4));
+                    for _ in 0..1000 {
+                        let mut g = M.lock();
+                        assert_eq!(INSIDE.fetch_add(1, Ordering::Relaxed), 0);
+                        *g += 1;
+                        std::thread::yield_now();
+                        INSIDE.fetch_sub(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        assert_eq!(*M.lock(), 8000);
+        // SAFETY: only read.
+        assert_eq!(unsafe { M.raw() }.tail.load(Ordering::Relaxed), 0);
+    }
+
     /// With counters: sustained contention from 8 threads on 4 virtual nodes
     /// (strict FIFO, so arrivals queue; the holder yields its CPU so that
     /// queues form on 2 CPUs) switches episodes to NUMA mode and hands off
