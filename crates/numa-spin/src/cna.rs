@@ -721,6 +721,35 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), ["X", "Y", "Z", "W"]);
     }
 
+    /// The preference follows the lock: a head that inherited a secondary
+    /// queue and the preference for another node, and finds no waiter of that
+    /// node, prefers its own. W (node 0) moves S (1) aside for X (0); X finds
+    /// no node-0 waiter and hands on to H (1) with the secondary queue and the
+    /// node-0 preference; H finds none either, prefers node 1, moves E (2)
+    /// aside and hands to C (1); the secondary queue S, E goes last.
+    #[test]
+    fn preference_follows_the_lock_when_no_preferred_waiter_is_queued() {
+        use std::sync::{Arc, Mutex};
+        static NUMA_FIRST: Config = Config::DEFAULT
+            .shuffle_reduction(std::num::NonZeroU32::MIN)
+            .flush_threshold_ns(u64::MAX)
+            .steal_bound_ns(u64::MAX);
+        let lock = Arc::new(RawTunedMutex::with_config(&NUMA_FIRST));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        lock.acquire();
+        let mut codes = Vec::new();
+        let waiters: Vec<_> = [("W", 0), ("S", 1), ("X", 0), ("H", 1), ("E", 2), ("C", 1)]
+            .into_iter()
+            .map(|(name, node)| queue_named(&lock, &order, &mut codes, name, node))
+            .collect();
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), ["W", "X", "H", "C", "S", "E"]);
+    }
+
     /// An arrival that finds the lock held while the queue head sleeps
     /// (`HEAD_ASLEEP`) spins for the lock word instead of queueing behind it,
     /// and queues once the head runs again.
