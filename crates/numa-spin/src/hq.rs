@@ -73,7 +73,7 @@
 //! Lock stealing, its bound (`NO_STEAL` after [`Config::steal_bound_ns`]) and
 //! `unlock_fair` (the `HANDED` token, taken by the global head) are those of
 //! [`RawLock`](crate::RawLock), and so is the global head's wait: with
-//! [`WaitPolicy::Park`](crate::WaitPolicy::Park) it naps once its spin budget
+//! [`WaitPolicy::Park`] it naps once its spin budget
 //! is spent, and while it is not running (it naps, or a hand-off is still
 //! waking it) the lock is marked `HEAD_ASLEEP` and arrivals spin for the lock
 //! word instead of entering the queues (`RawLock`'s "Not queueing behind a
