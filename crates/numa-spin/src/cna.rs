@@ -45,8 +45,7 @@
 //! argument; the loom models in `tests/loom.rs` check them, including the hand-off
 //! cells through loom's race-detecting `UnsafeCell`.
 
-use crate::backoff::SpinWait;
-use crate::config::{Config, Tunables, WaitPolicy};
+use crate::config::{Config, Tunables};
 use crate::node::{self, HEAD, HEAD_OWNER, HeadState, Me, QNode, WAIT, registry};
 use crate::raw_lock::{
     HANDED, HEAD_ASLEEP, LOCKED, NO_STEAL, RawLock, TAIL_FLAGS, TAIL_SHIFT, UNLOCKED,
@@ -200,19 +199,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         let scan =
             NUMA && !flush && (state.sec_head != 0 || node::one_in(cfg.shuffle_reduction.get()));
         let mut found = false;
-        let bound = cfg.steal_bound_ns;
-        let timed = bound != 0 && bound != u64::MAX;
-        let started = if timed { sync::now_ns() } else { 0 };
-        let mut forbade = false;
-        let park = cfg.wait_policy == WaitPolicy::Park;
-        // Whether we set HEAD_ASLEEP before a nap (once per wait is enough).
-        let mut asleep = false;
-        // We run now: lift the flag the hand-off that woke us set.
-        // Relaxed (all HEAD_ASLEEP accesses): a hint for arrivals.
-        if sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 {
-            self.tail.fetch_and(!HEAD_ASLEEP, Ordering::Relaxed);
-        }
-        let mut spin = SpinWait::new(cfg.spin_budget_ns);
+        let mut wait = node::HeadWait::start(&self.tail, cfg, "cna-asleep-nap");
         let handed = loop {
             // Relaxed: this load only picks the CAS to try; each CAS below acquires.
             match self.locked.load(Ordering::Relaxed) {
@@ -254,47 +241,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                     if scan && !found {
                         found = self.order_queue(me, state);
                     }
-                    if timed && !forbade && sync::now_ns().saturating_sub(started) >= bound {
-                        // Relaxed: a fairness hint (see `RawLock::try_steal`).
-                        self.tail.fetch_or(NO_STEAL, Ordering::Relaxed);
-                        forbade = true;
-                    }
+                    wait.held();
                 }
             }
-            if forbade && spin.is_yielding() {
-                // About to give up the CPU: while we are off it nobody could take a
-                // free lock behind us, so let stealers in until we run again (then
-                // the bound, long passed, forbids stealing at once). NO_STEAL is
-                // thus set only while the head is running.
-                self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
-                forbade = false;
-            }
-            if park {
-                if !asleep && spin.is_yielding() && sync::head_asleep_hints() {
-                    // About to sleep: arrivals should take a free lock rather
-                    // than queue behind us (`node::steal_while_head_asleep`).
-                    self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
-                    sync::event("cna-asleep-nap");
-                    asleep = true;
-                }
-                spin.nap(node::HEAD_NAP_NS);
-            } else {
-                spin.snooze();
-            }
+            wait.pause();
         };
-        // We hold the lock; let stealers in again until the next head's bound,
-        // and we are awake: lift our own mark (we napped), or the mark of the
-        // hand-off that woke us when it came after our check at entry
-        // (`hand_off` marks after its swap, which we may see before the
-        // wake-up). The load reads the line of the lock word we have just
-        // written.
-        let mut lift = if forbade { NO_STEAL } else { 0 };
-        if sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 {
-            lift |= HEAD_ASLEEP;
-        }
-        if lift != 0 {
-            self.tail.fetch_and(!lift, Ordering::Relaxed);
-        }
+        wait.acquired();
         if scan && !found {
             // We got the lock before we could reorder the queue (it was free when we
             // looked: typical when we were descheduled while becoming head). Scan

@@ -73,7 +73,7 @@
 //! Lock stealing, its bound (`NO_STEAL` after [`Config::steal_bound_ns`]) and
 //! `unlock_fair` (the `HANDED` token, taken by the global head) are those of
 //! [`RawLock`](crate::RawLock), and so is the global head's wait: with
-//! [`WaitPolicy::Park`] it naps once its spin budget
+//! [`WaitPolicy::Park`](crate::WaitPolicy::Park) it naps once its spin budget
 //! is spent, and while it is not running (it naps, or a hand-off is still
 //! waking it) the lock is marked `HEAD_ASLEEP` and arrivals spin for the lock
 //! word instead of entering the queues (`RawLock`'s "Not queueing behind a
@@ -111,8 +111,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::backoff::SpinWait;
-use crate::config::{Config, Global, Tunables, WaitPolicy};
+use crate::config::{Config, Global, Tunables};
 use crate::node::{self, Me, registry};
 use crate::raw_lock::{HANDED, HEAD_ASLEEP, LOCKED, NO_STEAL, TAIL_FLAGS, UNLOCKED};
 use crate::sync::{self, AtomicU32, Ordering};
@@ -1029,30 +1028,12 @@ impl<T: Tunables> RawHqLock<T> {
         });
     }
 
-    /// Lifts `HEAD_ASLEEP` if it is set (Relaxed, a hint): the global head runs.
-    fn lift_head_asleep(&self) {
-        if sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 {
-            self.tail.fetch_and(!HEAD_ASLEEP, Ordering::Relaxed);
-        }
-    }
-
-    /// The global head's wait for the lock word, as CNA's queue head waits:
-    /// bounded stealing (`NO_STEAL` once it has waited `steal_bound_ns`,
-    /// lifted while it is off its CPU), and, with [`WaitPolicy::Park`], naps of
-    /// [`node::HEAD_NAP_NS`] once the spin budget is spent, announced by
-    /// `HEAD_ASLEEP` so that arrivals take a free lock meanwhile instead of
-    /// queueing behind a head that cannot.
+    /// The global head's wait for the lock word, as CNA's queue head waits
+    /// ([`node::HeadWait`]): bounded stealing, and with
+    /// [`WaitPolicy::Park`](crate::WaitPolicy::Park) naps announced by `HEAD_ASLEEP`, so that arrivals take a free lock
+    /// meanwhile instead of queueing behind a head that cannot.
     fn wait_for_lock(&self, cfg: &Config) {
-        let bound = cfg.steal_bound_ns;
-        let timed = bound != 0 && bound != u64::MAX;
-        let started = if timed { sync::now_ns() } else { 0 };
-        let mut forbade = false;
-        let park = cfg.wait_policy == WaitPolicy::Park;
-        // Whether we set HEAD_ASLEEP before a nap (once per wait is enough).
-        let mut asleep = false;
-        // We run now: lift the mark of the hand-off that woke us.
-        self.lift_head_asleep();
-        let mut spin = SpinWait::new(cfg.spin_budget_ns);
+        let mut wait = node::HeadWait::start(&self.tail, cfg, "hq-asleep-nap");
         loop {
             // Relaxed: this load only picks the CAS to try; each CAS acquires.
             let cur = self.locked.load(Ordering::Relaxed);
@@ -1067,41 +1048,12 @@ impl<T: Tunables> RawHqLock<T> {
                 {
                     break;
                 }
-            } else if timed && !forbade && sync::now_ns().saturating_sub(started) >= bound {
-                // Relaxed: a fairness hint (see `try_steal`).
-                self.tail.fetch_or(NO_STEAL, Ordering::Relaxed);
-                forbade = true;
-            }
-            if forbade && spin.is_yielding() {
-                // Off the CPU nobody could take a free lock behind us: let
-                // stealers in until we run again.
-                self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
-                forbade = false;
-            }
-            if park {
-                if !asleep && spin.is_yielding() && sync::head_asleep_hints() {
-                    // About to sleep: arrivals should take a free lock rather
-                    // than queue behind us. Relaxed: a hint.
-                    self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
-                    sync::event("hq-asleep-nap");
-                    asleep = true;
-                }
-                spin.nap(node::HEAD_NAP_NS);
             } else {
-                spin.snooze();
+                wait.held();
             }
+            wait.pause();
         }
-        // We hold the lock: let stealers in again until the next head's bound,
-        // and lift our own mark (we napped) or a hand-off's mark that landed
-        // after our check at entry (the hand-off marks after its swap, which
-        // we may have seen before the wake-up). One RMW for both.
-        let mut lift = if forbade { NO_STEAL } else { 0 };
-        if sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 {
-            lift |= HEAD_ASLEEP;
-        }
-        if lift != 0 {
-            self.tail.fetch_and(!lift, Ordering::Relaxed);
-        }
+        wait.acquired();
     }
 }
 

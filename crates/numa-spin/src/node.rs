@@ -608,6 +608,128 @@ pub(crate) fn steal_while_head_asleep(
     false
 }
 
+/// The queue head's wait for the lock word, shared by CNA's (and the queued
+/// lock's) queue head and HQ's global head: everything but the acquisition
+/// attempts themselves, which differ per lock. `tail` is the lock's tail word
+/// with the flags of [`crate::raw_lock`].
+///
+/// - **Bounded stealing** (`NO_STEAL`): once the head has waited
+///   [`Config::steal_bound_ns`](crate::Config::steal_bound_ns) while the lock
+///   was held, it forbids stealing; it lets stealers in again whenever it is
+///   about to give up its CPU (off the CPU nobody could take a free lock
+///   behind it, and once it runs again the bound, long passed, forbids at
+///   once), so `NO_STEAL` is set only while the head runs.
+/// - **Naps** with [`WaitPolicy::Park`](crate::WaitPolicy::Park): once its
+///   spin budget is spent the head sleeps [`HEAD_NAP_NS`] at a time, and marks
+///   the lock `HEAD_ASLEEP` before the first nap so that arrivals take a free
+///   lock rather than queue behind it ([`steal_while_head_asleep`]); with
+///   `Yield` it yields.
+/// - **Lifting the mark**: at the start (the hand-off that woke the head may
+///   have marked it) and once the head holds the lock (its own mark, or a
+///   hand-off's mark that landed after the first check: the hand-off marks
+///   after its swap, which the head may see before the wake-up), together
+///   with `NO_STEAL` in one read-modify-write.
+///
+/// Every access is Relaxed: both flags are hints; the lock word's CAS carries
+/// the synchronization.
+pub(crate) struct HeadWait<'a> {
+    tail: &'a AtomicU32,
+    /// `steal_bound_ns`, and whether it is a finite nonzero bound.
+    bound: u64,
+    timed: bool,
+    /// When the wait started, ns (only when `timed`).
+    started: u64,
+    /// Whether we set NO_STEAL (and have not lifted it since).
+    forbade: bool,
+    park: bool,
+    /// Whether we set HEAD_ASLEEP before a nap (once per wait is enough).
+    asleep: bool,
+    /// The loom event counted when we mark ourselves asleep.
+    nap_event: &'static str,
+    spin: crate::backoff::SpinWait,
+}
+
+impl<'a> HeadWait<'a> {
+    /// Starts the head's wait; we run now, so lifts the mark of the hand-off
+    /// that woke us.
+    pub(crate) fn start(tail: &'a AtomicU32, cfg: &crate::Config, nap_event: &'static str) -> Self {
+        let bound = cfg.steal_bound_ns;
+        let timed = bound != 0 && bound != u64::MAX;
+        lift_head_asleep(tail);
+        HeadWait {
+            tail,
+            bound,
+            timed,
+            started: if timed { crate::sync::now_ns() } else { 0 },
+            forbade: false,
+            park: cfg.wait_policy == crate::WaitPolicy::Park,
+            asleep: false,
+            nap_event,
+            spin: crate::backoff::SpinWait::new(cfg.spin_budget_ns),
+        }
+    }
+
+    /// The lock was seen held: forbid stealing once the steal bound has passed.
+    pub(crate) fn held(&mut self) {
+        use crate::raw_lock::NO_STEAL;
+        if self.timed
+            && !self.forbade
+            && crate::sync::now_ns().saturating_sub(self.started) >= self.bound
+        {
+            // Relaxed: a fairness hint (see `RawLock::try_steal`).
+            self.tail.fetch_or(NO_STEAL, Ordering::Relaxed);
+            self.forbade = true;
+        }
+    }
+
+    /// Waits before the next look at the lock word: spins, then naps (marking
+    /// the lock `HEAD_ASLEEP` first) or yields; lets stealers in before it
+    /// gives up the CPU.
+    pub(crate) fn pause(&mut self) {
+        use crate::raw_lock::{HEAD_ASLEEP, NO_STEAL};
+        if self.forbade && self.spin.is_yielding() {
+            // About to give up the CPU: let stealers in until we run again.
+            self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
+            self.forbade = false;
+        }
+        if self.park {
+            if !self.asleep && self.spin.is_yielding() && crate::sync::head_asleep_hints() {
+                // About to sleep: arrivals should take a free lock rather
+                // than queue behind us. Relaxed: a hint.
+                self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
+                crate::sync::event(self.nap_event);
+                self.asleep = true;
+            }
+            self.spin.nap(HEAD_NAP_NS);
+        } else {
+            self.spin.snooze();
+        }
+    }
+
+    /// We hold the lock: lets stealers in again (until the next head's
+    /// bound) and lifts `HEAD_ASLEEP`, in one read-modify-write. The load
+    /// reads the line of the lock word the caller has just written.
+    pub(crate) fn acquired(self) {
+        use crate::raw_lock::{HEAD_ASLEEP, NO_STEAL};
+        let mut lift = if self.forbade { NO_STEAL } else { 0 };
+        if crate::sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0
+        {
+            lift |= HEAD_ASLEEP;
+        }
+        if lift != 0 {
+            self.tail.fetch_and(!lift, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Lifts `HEAD_ASLEEP` in `tail` if it is set (Relaxed: a hint).
+pub(crate) fn lift_head_asleep(tail: &AtomicU32) {
+    use crate::raw_lock::HEAD_ASLEEP;
+    if crate::sync::head_asleep_hints() && tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 {
+        tail.fetch_and(!HEAD_ASLEEP, Ordering::Relaxed);
+    }
+}
+
 /// Waits until the link `word` (a queue node's `next`, an HQ node queue's
 /// `gnext`) is set by a thread that already swapped itself into the matching
 /// tail, and returns it (read with Acquire: pairs with the Release store of the
