@@ -452,6 +452,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
 
 #[cfg(all(test, not(numa_loom)))]
 mod tests {
+    use crate::head_tests::{TestLock, await_new_tail};
     use crate::node;
     use crate::{Config, RawTunedMutex};
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as StdOrdering};
@@ -477,21 +478,22 @@ mod tests {
         static LOCK_ON_EXIT: LockOnExit = const { LockOnExit };
     }
 
-    /// Waits (at most 10 s) until the tail names a queue node not in `seen`,
-    /// that is, until a newly spawned waiter has enqueued; returns its code.
-    fn await_new_tail(lock: &RawTunedMutex, seen: &[u32]) -> u32 {
-        use crate::raw_lock::TAIL_SHIFT;
-        let start = Instant::now();
-        loop {
-            let code = lock.tail.load(StdOrdering::SeqCst) >> TAIL_SHIFT;
-            if code != 0 && !seen.contains(&code) {
-                return code;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "waiter never queued"
-            );
-            std::thread::yield_now();
+    impl TestLock for RawTunedMutex {
+        fn with_test_config(cfg: &'static Config) -> Self {
+            RawTunedMutex::with_config(cfg)
+        }
+        fn lock(&self) {
+            self.acquire();
+        }
+        unsafe fn unlock(&self) {
+            // SAFETY: the caller holds the lock.
+            unsafe { self.release() };
+        }
+        fn tail(&self) -> &crate::sync::AtomicU32 {
+            &self.tail
+        }
+        fn newest(t: u32) -> u32 {
+            t >> crate::raw_lock::TAIL_SHIFT
         }
     }
 
@@ -512,7 +514,7 @@ mod tests {
                 // SAFETY: acquired above.
                 unsafe { l.release() };
             }));
-            codes.push(await_new_tail(&lock, &codes));
+            codes.push(await_new_tail(&*lock, &codes));
             assert_ne!(
                 lock.tail.load(StdOrdering::SeqCst) & NO_STEAL,
                 0,
@@ -553,7 +555,7 @@ mod tests {
                 // SAFETY: acquired above.
                 unsafe { l.release() };
             }));
-            codes.push(await_new_tail(&lock, &codes));
+            codes.push(await_new_tail(&*lock, &codes));
         }
         // The head scans its queue while it waits: it links w1 right behind
         // itself (w0 moved to the secondary queue) while we hold the lock.
@@ -592,7 +594,7 @@ mod tests {
             // SAFETY: acquired above.
             unsafe { l.release() };
         });
-        codes.push(await_new_tail(lock, codes));
+        codes.push(await_new_tail(&**lock, codes));
         waiter
     }
 
@@ -662,7 +664,7 @@ mod tests {
             unsafe { l.release() };
             (w, z)
         });
-        codes.push(await_new_tail(&lock, &codes));
+        codes.push(await_new_tail(&*lock, &codes));
         let y = queue_named(&lock, &order, &mut codes, "Y", 0);
         // SAFETY: acquired above.
         unsafe { lock.release() };
@@ -700,254 +702,6 @@ mod tests {
             w.join().unwrap();
         }
         assert_eq!(*order.lock().unwrap(), ["W", "X", "H", "C", "S", "E"]);
-    }
-
-    /// An arrival that finds the lock held while the queue head sleeps
-    /// (`HEAD_ASLEEP`) spins for the lock word instead of queueing behind it,
-    /// and queues once the head runs again.
-    #[test]
-    fn arrival_spins_instead_of_queueing_behind_a_sleeping_head() {
-        use crate::raw_lock::{HEAD_ASLEEP, TAIL_SHIFT};
-        use std::sync::Arc;
-        static LONG_SPIN: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
-        let lock = Arc::new(RawTunedMutex::with_config(&LONG_SPIN));
-        lock.acquire();
-        // The flag a napping head sets (set by hand: the arrival reads only it).
-        lock.tail.fetch_or(HEAD_ASLEEP, StdOrdering::SeqCst);
-        let started = Arc::new(AtomicBool::new(false));
-        let (l, st) = (lock.clone(), started.clone());
-        let arrival = std::thread::spawn(move || {
-            st.store(true, StdOrdering::SeqCst);
-            l.acquire();
-            // SAFETY: acquired above.
-            unsafe { l.release() };
-        });
-        while !started.load(StdOrdering::SeqCst) {
-            std::thread::yield_now();
-        }
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(100) {
-            assert_eq!(
-                lock.tail.load(StdOrdering::SeqCst) >> TAIL_SHIFT,
-                0,
-                "the arrival queued behind a sleeping head"
-            );
-            std::thread::yield_now();
-        }
-        // The head runs again: the arrival, still waiting, queues now.
-        lock.tail.fetch_and(!HEAD_ASLEEP, StdOrdering::SeqCst);
-        await_new_tail(&lock, &[]);
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        arrival.join().unwrap();
-        assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
-    }
-
-    /// A queue head that spins forbids stealing (`NO_STEAL`) once it has waited
-    /// the steal bound, and not before.
-    #[test]
-    fn head_forbids_stealing_after_the_steal_bound_only() {
-        use crate::raw_lock::NO_STEAL;
-        static BOUND_1MS: Config = Config::DEFAULT
-            .spin_budget_ns(60_000_000_000)
-            .steal_bound_ns(1_000_000);
-        static BOUND_60S: Config = Config::DEFAULT
-            .spin_budget_ns(60_000_000_000)
-            .steal_bound_ns(60_000_000_000);
-        for (cfg, forbids) in [(&BOUND_1MS, true), (&BOUND_60S, false)] {
-            let lock = std::sync::Arc::new(RawTunedMutex::with_config(cfg));
-            lock.acquire();
-            let head = queue_tail_reader(&lock, &mut Vec::new());
-            if forbids {
-                let within = Duration::from_secs(10);
-                await_tail_bit(
-                    &lock,
-                    NO_STEAL,
-                    true,
-                    within,
-                    "the head never forbade stealing",
-                );
-            } else {
-                let period = Duration::from_millis(100);
-                let what = "the head forbade stealing before its bound";
-                tail_bit_stays_clear(&lock, NO_STEAL, period, what);
-            }
-            // SAFETY: acquired above.
-            unsafe { lock.release() };
-            head.join().unwrap();
-        }
-    }
-
-    /// A queue head that still spins (its budget is not spent) is running:
-    /// it does not mark itself asleep, so arrivals queue behind it.
-    #[test]
-    fn spinning_head_does_not_mark_itself_asleep() {
-        use crate::raw_lock::HEAD_ASLEEP;
-        static LONG_SPIN: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
-        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&LONG_SPIN));
-        lock.acquire();
-        let head = queue_tail_reader(&lock, &mut Vec::new());
-        let period = Duration::from_millis(100);
-        tail_bit_stays_clear(
-            &lock,
-            HEAD_ASLEEP,
-            period,
-            "a spinning head marked itself asleep",
-        );
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        head.join().unwrap();
-    }
-
-    /// A queue head that has spent its spin budget and naps marks itself asleep
-    /// (`HEAD_ASLEEP`) while the lock stays held.
-    #[test]
-    fn napping_head_marks_itself_asleep() {
-        use crate::raw_lock::HEAD_ASLEEP;
-        use std::sync::Arc;
-        static NO_SPIN: Config = Config::DEFAULT.spin_budget_ns(0);
-        let lock = Arc::new(RawTunedMutex::with_config(&NO_SPIN));
-        lock.acquire();
-        let l = lock.clone();
-        let head = std::thread::spawn(move || {
-            l.acquire();
-            // SAFETY: acquired above.
-            unsafe { l.release() };
-        });
-        let what = "the napping head never set HEAD_ASLEEP";
-        await_tail_bit(&lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        head.join().unwrap();
-        assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
-    }
-
-    /// Spawns a thread that takes `lock` and returns the tail word it read while
-    /// holding it; waits until it has queued (its code is not in `codes`) and
-    /// adds its code.
-    fn queue_tail_reader(
-        lock: &std::sync::Arc<RawTunedMutex>,
-        codes: &mut Vec<u32>,
-    ) -> std::thread::JoinHandle<u32> {
-        let l = lock.clone();
-        let waiter = std::thread::spawn(move || {
-            l.acquire();
-            let tail = l.tail.load(StdOrdering::SeqCst);
-            // SAFETY: acquired above.
-            unsafe { l.release() };
-            tail
-        });
-        codes.push(await_new_tail(lock, codes));
-        waiter
-    }
-
-    /// Waits (at most `within`) until bit `bit` of `lock`'s tail word is `set`;
-    /// fails with `what` if it does not get there in time.
-    fn await_tail_bit(lock: &RawTunedMutex, bit: u32, set: bool, within: Duration, what: &str) {
-        let start = Instant::now();
-        while (lock.tail.load(StdOrdering::SeqCst) & bit != 0) != set {
-            assert!(start.elapsed() < within, "{what}");
-            std::thread::yield_now();
-        }
-    }
-
-    /// Checks for `period` that bit `bit` of `lock`'s tail word stays clear;
-    /// fails with `what` if it is ever set.
-    fn tail_bit_stays_clear(lock: &RawTunedMutex, bit: u32, period: Duration, what: &str) {
-        let start = Instant::now();
-        while start.elapsed() < period {
-            assert_eq!(lock.tail.load(StdOrdering::SeqCst) & bit, 0, "{what}");
-            std::thread::yield_now();
-        }
-    }
-
-    /// A queue head that napped lifts `HEAD_ASLEEP` once it holds the lock, so
-    /// arrivals queue behind its (running) successor again. The head naps after
-    /// its 1 s spin budget; its successor arrives after that (so it spins its
-    /// own 1 s budget for the lock word before it queues) and has only just
-    /// queued when the head takes the lock: it still spins (had it parked, the
-    /// hand-off would mark it, rightly).
-    #[test]
-    fn head_that_napped_lifts_head_asleep_once_it_holds_the_lock() {
-        use crate::raw_lock::HEAD_ASLEEP;
-        static SPIN_1S: Config = Config::DEFAULT.spin_budget_ns(1_000_000_000);
-        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&SPIN_1S));
-        lock.acquire();
-        let mut codes = Vec::new();
-        let head = queue_tail_reader(&lock, &mut codes);
-        await_tail_bit(
-            &lock,
-            HEAD_ASLEEP,
-            true,
-            Duration::from_secs(10),
-            "the head never napped",
-        );
-        let successor = queue_tail_reader(&lock, &mut codes);
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        assert_eq!(
-            head.join().unwrap() & HEAD_ASLEEP,
-            0,
-            "HEAD_ASLEEP set while the head held the lock"
-        );
-        successor.join().unwrap();
-        assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
-    }
-
-    /// A parked waiter made head is marked `HEAD_ASLEEP` by the hand-off that
-    /// wakes it, and lifts the mark as soon as it runs, while it still spins
-    /// for the lock (its spin budget is 1 s, so it only naps, and marks itself
-    /// again, after that).
-    #[test]
-    fn woken_head_lifts_the_hand_off_mark() {
-        use crate::raw_lock::HEAD_ASLEEP;
-        use std::sync::Arc;
-        static SPIN_1S: Config = Config::DEFAULT.spin_budget_ns(1_000_000_000);
-        let lock = Arc::new(RawTunedMutex::with_config(&SPIN_1S));
-        let (acquired, release) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        lock.acquire();
-        let mut codes = Vec::new();
-        // The first waiter holds the lock until told to release it.
-        let (l, got, go) = (lock.clone(), acquired.clone(), release.clone());
-        let first = std::thread::spawn(move || {
-            l.acquire();
-            // Head-ship has been handed to the second waiter by now.
-            got.store(true, StdOrdering::SeqCst);
-            while !go.load(StdOrdering::SeqCst) {
-                std::thread::yield_now();
-            }
-            // SAFETY: acquired above.
-            unsafe { l.release() };
-        });
-        codes.push(await_new_tail(&lock, &codes));
-        let second = queue_tail_reader(&lock, &mut codes);
-        let start = Instant::now();
-        while node::registry()
-            .node(codes[1])
-            .locked
-            .load(StdOrdering::SeqCst)
-            != node::PARKED
-        {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "the second waiter never parked"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        while !acquired.load(StdOrdering::SeqCst) {
-            std::thread::yield_now();
-        }
-        let what = "the woken head left the hand-off mark set while it spun";
-        await_tail_bit(&lock, HEAD_ASLEEP, false, Duration::from_millis(900), what);
-        release.store(true, StdOrdering::SeqCst);
-        first.join().unwrap();
-        second.join().unwrap();
-        assert_eq!(lock.tail.load(StdOrdering::SeqCst), 0);
     }
 
     /// A `lock()` from a thread-local destructor that runs after the thread's

@@ -1114,8 +1114,9 @@ crate::glue::raw_mutex_glue! {
 #[cfg(all(test, not(numa_loom)))]
 mod tests {
     use super::*;
+    use crate::head_tests::{TestLock, queue_tail_reader};
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::atomic::AtomicU64;
     use std::time::{Duration, Instant};
 
     #[cfg(not(feature = "stats"))]
@@ -1154,204 +1155,31 @@ mod tests {
         assert_eq!(raw.tail.load(Ordering::Relaxed), 0);
     }
 
-    /// Waits (at most 10 s) until the plain queue's tail names a node not in
-    /// `seen`, that is, until a newly spawned waiter has enqueued; returns its
-    /// code.
-    fn await_new_tail(lock: &RawHqLock<&'static Config>, seen: &[u32]) -> u32 {
-        let start = Instant::now();
-        loop {
-            let t = lock.tail.load(Ordering::SeqCst);
-            let code = t >> CODE_SHIFT;
-            if t & NUMA_MODE == 0 && code != 0 && !seen.contains(&code) {
-                return code;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "waiter never queued"
-            );
-            std::thread::yield_now();
+    impl TestLock for RawHqLock<&'static Config> {
+        fn with_test_config(cfg: &'static Config) -> Self {
+            RawHqLock::with_config(cfg)
         }
-    }
-
-    /// Spawns a waiter that takes `lock` once and returns the tail word it
-    /// read while holding it; returns after the waiter has enqueued (its code
-    /// is pushed onto `codes`).
-    fn queue_tail_reader(
-        lock: &Arc<RawHqLock<&'static Config>>,
-        codes: &mut Vec<u32>,
-    ) -> std::thread::JoinHandle<u32> {
-        let l = lock.clone();
-        let waiter = std::thread::spawn(move || {
-            l.acquire();
-            let tail = l.tail.load(Ordering::SeqCst);
-            // SAFETY: acquired above.
-            unsafe { l.release() };
-            tail
-        });
-        codes.push(await_new_tail(lock, codes));
-        waiter
-    }
-
-    /// Waits (at most `within`) until `bit` of `lock`'s tail word is `set`;
-    /// fails with `what` if it does not get there in time.
-    fn await_tail_bit(
-        lock: &RawHqLock<&'static Config>,
-        bit: u32,
-        set: bool,
-        within: Duration,
-        what: &str,
-    ) {
-        let start = Instant::now();
-        while (lock.tail.load(Ordering::SeqCst) & bit != 0) != set {
-            assert!(start.elapsed() < within, "{what}");
-            std::thread::yield_now();
+        fn lock(&self) {
+            self.acquire();
         }
-    }
-
-    static SPIN_60S: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
-    static SPIN_1S: Config = Config::DEFAULT.spin_budget_ns(1_000_000_000);
-
-    /// An arrival that finds the lock held while the global head sleeps
-    /// (`HEAD_ASLEEP`) spins for the lock word instead of entering the queues,
-    /// and enters them once the head runs again.
-    #[test]
-    fn arrival_spins_instead_of_queueing_behind_a_sleeping_global_head() {
-        let lock = Arc::new(RawHqLock::with_config(&SPIN_60S));
-        lock.acquire();
-        // The flag a napping global head sets (by hand: the arrival reads only it).
-        lock.tail.fetch_or(HEAD_ASLEEP, Ordering::SeqCst);
-        let started = Arc::new(AtomicBool::new(false));
-        let (l, st) = (lock.clone(), started.clone());
-        let arrival = std::thread::spawn(move || {
-            st.store(true, Ordering::SeqCst);
-            l.acquire();
-            // SAFETY: acquired above.
-            unsafe { l.release() };
-        });
-        while !started.load(Ordering::SeqCst) {
-            std::thread::yield_now();
+        unsafe fn unlock(&self) {
+            // SAFETY: the caller holds the lock.
+            unsafe { self.release() };
         }
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(100) {
-            assert_eq!(
-                lock.tail.load(Ordering::SeqCst) & !TAIL_FLAGS,
-                0,
-                "the arrival queued behind a sleeping global head"
-            );
-            std::thread::yield_now();
+        fn tail(&self) -> &AtomicU32 {
+            &self.tail
         }
-        // The head runs again: the arrival, still waiting, queues now.
-        lock.tail.fetch_and(!HEAD_ASLEEP, Ordering::SeqCst);
-        await_new_tail(&lock, &[]);
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        arrival.join().unwrap();
-        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
-    }
-
-    /// A global head that has spent its spin budget naps and marks itself
-    /// asleep (`HEAD_ASLEEP`) while the lock stays held; with a budget it has
-    /// not spent, it does not.
-    #[test]
-    fn napping_global_head_marks_itself_asleep() {
-        static NAPS: Config = Config::DEFAULT.spin_budget_ns(0);
-        for (cfg, naps) in [(&NAPS, true), (&SPIN_60S, false)] {
-            let lock = Arc::new(RawHqLock::with_config(cfg));
-            lock.acquire();
-            let head = queue_tail_reader(&lock, &mut Vec::new());
-            if naps {
-                let what = "the napping global head never set HEAD_ASLEEP";
-                await_tail_bit(&lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
+        fn newest(t: u32) -> u32 {
+            // Plain mode only: a NUMA-mode word names metadata, not a node.
+            if t & NUMA_MODE == 0 {
+                t >> CODE_SHIFT
             } else {
-                let start = Instant::now();
-                while start.elapsed() < Duration::from_millis(100) {
-                    assert_eq!(
-                        lock.tail.load(Ordering::SeqCst) & HEAD_ASLEEP,
-                        0,
-                        "a spinning global head marked itself asleep"
-                    );
-                    std::thread::yield_now();
-                }
+                0
             }
-            // SAFETY: acquired above.
-            unsafe { lock.release() };
-            assert_eq!(head.join().unwrap() & HEAD_ASLEEP, 0);
-            assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
         }
     }
 
-    /// A global head that napped lifts `HEAD_ASLEEP` once it holds the lock,
-    /// so arrivals queue behind its (running) successor again. The head naps
-    /// after its 1 s spin budget; its successor arrives after that (so it
-    /// spins its own 1 s budget for the lock word before it queues) and has
-    /// only just queued when the head takes the lock: it still spins (had it
-    /// parked, the hand-off would mark it, rightly).
-    #[test]
-    fn global_head_that_napped_lifts_the_mark_once_it_holds_the_lock() {
-        let lock = Arc::new(RawHqLock::with_config(&SPIN_1S));
-        lock.acquire();
-        let mut codes = Vec::new();
-        let head = queue_tail_reader(&lock, &mut codes);
-        let what = "the global head never napped";
-        await_tail_bit(&lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
-        let successor = queue_tail_reader(&lock, &mut codes);
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        assert_eq!(
-            head.join().unwrap() & HEAD_ASLEEP,
-            0,
-            "HEAD_ASLEEP set while the global head held the lock"
-        );
-        successor.join().unwrap();
-        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
-    }
-
-    /// A parked waiter made global head is marked `HEAD_ASLEEP` by the
-    /// hand-off that wakes it, and lifts the mark as soon as it runs, while it
-    /// still spins for the lock (1 s budget).
-    #[test]
-    fn woken_global_head_lifts_the_hand_off_mark() {
-        let lock = Arc::new(RawHqLock::with_config(&SPIN_1S));
-        let (acquired, release) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        lock.acquire();
-        let mut codes = Vec::new();
-        // The first waiter holds the lock until told to release it.
-        let (l, got, go) = (lock.clone(), acquired.clone(), release.clone());
-        let first = std::thread::spawn(move || {
-            l.acquire();
-            // Head-ship has been handed to the second waiter by now.
-            got.store(true, Ordering::SeqCst);
-            while !go.load(Ordering::SeqCst) {
-                std::thread::yield_now();
-            }
-            // SAFETY: acquired above.
-            unsafe { l.release() };
-        });
-        codes.push(await_new_tail(&lock, &codes));
-        let second = queue_tail_reader(&lock, &mut codes);
-        let start = Instant::now();
-        while registry().node(codes[1]).locked.load(Ordering::SeqCst) != node::PARKED {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "the second waiter never parked"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        while !acquired.load(Ordering::SeqCst) {
-            std::thread::yield_now();
-        }
-        let what = "the woken global head left the hand-off mark set while it spun";
-        await_tail_bit(&lock, HEAD_ASLEEP, false, Duration::from_millis(900), what);
-        release.store(true, Ordering::SeqCst);
-        first.join().unwrap();
-        second.join().unwrap();
-        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
-    }
+    static SPIN_1S: Config = Config::DEFAULT.spin_budget_ns(1_000_000_000);
 
     /// The holder's hand-off marks the lock `HEAD_ASLEEP` when the new global
     /// head had parked on the word it signals, and only then.

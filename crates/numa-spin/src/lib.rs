@@ -141,6 +141,8 @@ pub mod config;
 #[cfg(not(numa_loom))]
 mod fair;
 mod glue;
+#[cfg(all(test, not(numa_loom)))]
+mod head_tests;
 pub mod hq;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]

@@ -1,0 +1,295 @@
+//! Tests of the queue head's waiting policy ([`crate::node::HeadWait`], the
+//! `HEAD_ASLEEP` hint, bounded stealing), run on every lock that uses it: CNA
+//! (`cna`, through `RawTunedMutex`) and HQ (`hq`, through
+//! `RawHqLock<&'static Config>`; every test here runs it in plain mode, where
+//! its first waiter is the global head). Lock-specific tests stay beside their
+//! lock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::Config;
+use crate::node;
+use crate::raw_lock::{HEAD_ASLEEP, NO_STEAL, TAIL_FLAGS};
+
+/// A queue lock whose head waits with [`crate::node::HeadWait`], as the tests
+/// see it.
+pub(crate) trait TestLock: Send + Sync + 'static {
+    /// A lock with its own tunables.
+    fn with_test_config(cfg: &'static Config) -> Self;
+    /// `lock()`.
+    fn lock(&self);
+    /// `unlock()`.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the lock.
+    unsafe fn unlock(&self);
+    /// The tail word (flags in bits 0 and 1, see [`crate::raw_lock`]).
+    fn tail(&self) -> &AtomicU32;
+    /// The queue-node code of the newest waiter that tail word `t` names, 0
+    /// if it names none.
+    fn newest(t: u32) -> u32;
+}
+
+/// Waits (at most 10 s) until the tail names a queue node not in `seen`,
+/// that is, until a newly spawned waiter has enqueued; returns its code.
+pub(crate) fn await_new_tail<L: TestLock>(lock: &L, seen: &[u32]) -> u32 {
+    let start = Instant::now();
+    loop {
+        let code = L::newest(lock.tail().load(Ordering::SeqCst));
+        if code != 0 && !seen.contains(&code) {
+            return code;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "waiter never queued"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Spawns a waiter that takes `lock` once and returns the tail word it read
+/// while holding it; returns after the waiter has enqueued (its code is
+/// pushed onto `codes`).
+pub(crate) fn queue_tail_reader<L: TestLock>(
+    lock: &Arc<L>,
+    codes: &mut Vec<u32>,
+) -> std::thread::JoinHandle<u32> {
+    let l = lock.clone();
+    let waiter = std::thread::spawn(move || {
+        l.lock();
+        let tail = l.tail().load(Ordering::SeqCst);
+        // SAFETY: acquired above.
+        unsafe { l.unlock() };
+        tail
+    });
+    codes.push(await_new_tail(&**lock, codes));
+    waiter
+}
+
+/// Waits (at most `within`) until `bit` of `lock`'s tail word is `set`; fails
+/// with `what` if it does not get there in time.
+pub(crate) fn await_tail_bit<L: TestLock>(
+    lock: &L,
+    bit: u32,
+    set: bool,
+    within: Duration,
+    what: &str,
+) {
+    let start = Instant::now();
+    while (lock.tail().load(Ordering::SeqCst) & bit != 0) != set {
+        assert!(start.elapsed() < within, "{what}");
+        std::thread::yield_now();
+    }
+}
+
+/// Checks for `period` that `bit` of `lock`'s tail word stays clear; fails
+/// with `what` if it is ever set.
+pub(crate) fn tail_bit_stays_clear<L: TestLock>(lock: &L, bit: u32, period: Duration, what: &str) {
+    let start = Instant::now();
+    while start.elapsed() < period {
+        assert_eq!(lock.tail().load(Ordering::SeqCst) & bit, 0, "{what}");
+        std::thread::yield_now();
+    }
+}
+
+static SPIN_60S: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
+static SPIN_1S: Config = Config::DEFAULT.spin_budget_ns(1_000_000_000);
+static NAP_AT_ONCE: Config = Config::DEFAULT.spin_budget_ns(0);
+
+/// An arrival that finds the lock held while the queue head sleeps
+/// (`HEAD_ASLEEP`) spins for the lock word instead of queueing behind it, and
+/// queues once the head runs again.
+pub(crate) fn arrival_spins_instead_of_queueing_behind_a_sleeping_head<L: TestLock>() {
+    let lock = Arc::new(L::with_test_config(&SPIN_60S));
+    lock.lock();
+    // The flag a napping head sets (set by hand: the arrival reads only it).
+    lock.tail().fetch_or(HEAD_ASLEEP, Ordering::SeqCst);
+    let started = Arc::new(AtomicBool::new(false));
+    let (l, st) = (lock.clone(), started.clone());
+    let arrival = std::thread::spawn(move || {
+        st.store(true, Ordering::SeqCst);
+        l.lock();
+        // SAFETY: acquired above.
+        unsafe { l.unlock() };
+    });
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(100) {
+        assert_eq!(
+            lock.tail().load(Ordering::SeqCst) & !TAIL_FLAGS,
+            0,
+            "the arrival queued behind a sleeping head"
+        );
+        std::thread::yield_now();
+    }
+    // The head runs again: the arrival, still waiting, queues now.
+    lock.tail().fetch_and(!HEAD_ASLEEP, Ordering::SeqCst);
+    await_new_tail(&*lock, &[]);
+    // SAFETY: acquired above.
+    unsafe { lock.unlock() };
+    arrival.join().unwrap();
+    assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
+}
+
+/// A queue head that has spent its spin budget naps and marks itself asleep
+/// (`HEAD_ASLEEP`) while the lock stays held; one that still spins (its budget
+/// is not spent) is running and does not, so arrivals queue behind it.
+pub(crate) fn napping_head_marks_itself_asleep<L: TestLock>() {
+    for (cfg, naps) in [(&NAP_AT_ONCE, true), (&SPIN_60S, false)] {
+        let lock = Arc::new(L::with_test_config(cfg));
+        lock.lock();
+        let head = queue_tail_reader(&lock, &mut Vec::new());
+        if naps {
+            let what = "the napping head never set HEAD_ASLEEP";
+            await_tail_bit(&*lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
+        } else {
+            let what = "a spinning head marked itself asleep";
+            tail_bit_stays_clear(&*lock, HEAD_ASLEEP, Duration::from_millis(100), what);
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.unlock() };
+        assert_eq!(head.join().unwrap() & HEAD_ASLEEP, 0);
+        assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
+    }
+}
+
+/// A queue head that napped lifts `HEAD_ASLEEP` once it holds the lock, so
+/// arrivals queue behind its (running) successor again. The head naps after
+/// its 1 s spin budget; its successor arrives after that (so it spins its own
+/// 1 s budget for the lock word before it queues) and has only just queued
+/// when the head takes the lock: it still spins (had it parked, the hand-off
+/// would mark it, rightly). The successor lifts a stale mark itself as soon as
+/// it is made head, so this catches a missing lift only when the head reads
+/// the word first.
+pub(crate) fn head_that_napped_lifts_the_mark_once_it_holds_the_lock<L: TestLock>() {
+    let lock = Arc::new(L::with_test_config(&SPIN_1S));
+    lock.lock();
+    let mut codes = Vec::new();
+    let head = queue_tail_reader(&lock, &mut codes);
+    let what = "the head never napped";
+    await_tail_bit(&*lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
+    let successor = queue_tail_reader(&lock, &mut codes);
+    // SAFETY: acquired above.
+    unsafe { lock.unlock() };
+    assert_eq!(
+        head.join().unwrap() & HEAD_ASLEEP,
+        0,
+        "HEAD_ASLEEP set while the head held the lock"
+    );
+    successor.join().unwrap();
+    assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
+}
+
+/// A parked waiter made head is marked `HEAD_ASLEEP` by the hand-off that
+/// wakes it, and lifts the mark as soon as it runs, while it still spins for
+/// the lock (its spin budget is 1 s, so it only naps, and marks itself again,
+/// after that).
+pub(crate) fn woken_head_lifts_the_hand_off_mark<L: TestLock>() {
+    let lock = Arc::new(L::with_test_config(&SPIN_1S));
+    let (acquired, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    lock.lock();
+    let mut codes = Vec::new();
+    // The first waiter holds the lock until told to release it.
+    let (l, got, go) = (lock.clone(), acquired.clone(), release.clone());
+    let first = std::thread::spawn(move || {
+        l.lock();
+        // Head-ship has been handed to the second waiter by now.
+        got.store(true, Ordering::SeqCst);
+        while !go.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // SAFETY: acquired above.
+        unsafe { l.unlock() };
+    });
+    codes.push(await_new_tail(&*lock, &codes));
+    let second = queue_tail_reader(&lock, &mut codes);
+    let start = Instant::now();
+    while node::registry()
+        .node(codes[1])
+        .locked
+        .load(Ordering::SeqCst)
+        != node::PARKED
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the second waiter never parked"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: acquired above.
+    unsafe { lock.unlock() };
+    while !acquired.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    let what = "the woken head left the hand-off mark set while it spun";
+    await_tail_bit(&*lock, HEAD_ASLEEP, false, Duration::from_millis(900), what);
+    release.store(true, Ordering::SeqCst);
+    first.join().unwrap();
+    second.join().unwrap();
+    assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
+}
+
+/// A queue head that spins forbids stealing (`NO_STEAL`) once it has waited
+/// the steal bound, and not before.
+pub(crate) fn head_forbids_stealing_after_the_steal_bound_only<L: TestLock>() {
+    static BOUND_1MS: Config = Config::DEFAULT
+        .spin_budget_ns(60_000_000_000)
+        .steal_bound_ns(1_000_000);
+    static BOUND_60S: Config = Config::DEFAULT
+        .spin_budget_ns(60_000_000_000)
+        .steal_bound_ns(60_000_000_000);
+    for (cfg, forbids) in [(&BOUND_1MS, true), (&BOUND_60S, false)] {
+        let lock = Arc::new(L::with_test_config(cfg));
+        lock.lock();
+        let head = queue_tail_reader(&lock, &mut Vec::new());
+        if forbids {
+            let what = "the head never forbade stealing";
+            await_tail_bit(&*lock, NO_STEAL, true, Duration::from_secs(10), what);
+        } else {
+            let what = "the head forbade stealing before its bound";
+            tail_bit_stays_clear(&*lock, NO_STEAL, Duration::from_millis(100), what);
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.unlock() };
+        head.join().unwrap();
+    }
+}
+
+/// One `#[test]` per shared test above, for lock type `$lock`.
+macro_rules! head_tests {
+    ($name:ident, $lock:ty) => {
+        mod $name {
+            #[test]
+            fn arrival_spins_instead_of_queueing_behind_a_sleeping_head() {
+                super::arrival_spins_instead_of_queueing_behind_a_sleeping_head::<$lock>();
+            }
+            #[test]
+            fn napping_head_marks_itself_asleep() {
+                super::napping_head_marks_itself_asleep::<$lock>();
+            }
+            #[test]
+            fn head_that_napped_lifts_the_mark_once_it_holds_the_lock() {
+                super::head_that_napped_lifts_the_mark_once_it_holds_the_lock::<$lock>();
+            }
+            #[test]
+            fn woken_head_lifts_the_hand_off_mark() {
+                super::woken_head_lifts_the_hand_off_mark::<$lock>();
+            }
+            #[test]
+            fn head_forbids_stealing_after_the_steal_bound_only() {
+                super::head_forbids_stealing_after_the_steal_bound_only::<$lock>();
+            }
+        }
+    };
+}
+
+head_tests!(cna, crate::RawTunedMutex);
+head_tests!(hq, crate::RawHqLock<&'static crate::Config>);
