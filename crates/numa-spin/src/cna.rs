@@ -536,27 +536,8 @@ mod tests {
     /// The head reorders while it waits, before the lock is free.
     #[test]
     fn first_head_prefers_its_own_node() {
-        use std::sync::{Arc, Mutex};
-        static NUMA_FIRST: Config = Config::DEFAULT
-            .shuffle_reduction(std::num::NonZeroU32::MIN)
-            .flush_threshold_ns(u64::MAX)
-            .steal_bound_ns(u64::MAX);
-        let lock = Arc::new(RawTunedMutex::with_config(&NUMA_FIRST));
-        let order = Arc::new(Mutex::new(Vec::new()));
-        lock.acquire();
-        let mut waiters = Vec::new();
-        let mut codes = Vec::new();
-        for (name, node) in [("head", 1), ("w0", 0), ("w1", 1)] {
-            let (l, order) = (lock.clone(), order.clone());
-            waiters.push(std::thread::spawn(move || {
-                numa_topology::set_current_thread_node(Some(node));
-                l.acquire();
-                order.lock().unwrap().push(name);
-                // SAFETY: acquired above.
-                unsafe { l.release() };
-            }));
-            codes.push(await_new_tail(&*lock, &codes));
-        }
+        let (lock, order, codes, waiters) =
+            queue_behind_held(&NUMA_FIRST, &[("head", 1), ("w0", 0), ("w1", 1)]);
         // The head scans its queue while it waits: it links w1 right behind
         // itself (w0 moved to the secondary queue) while we hold the lock.
         let head = node::registry().node(codes[0]);
@@ -568,12 +549,8 @@ mod tests {
             );
             std::thread::yield_now();
         }
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        for w in waiters {
-            w.join().unwrap();
-        }
-        assert_eq!(*order.lock().unwrap(), ["head", "w1", "w0"]);
+        let order = release_and_collect(&lock, &order, waiters);
+        assert_eq!(order, ["head", "w1", "w0"]);
     }
 
     /// Spawns a thread on virtual node `node` that takes `lock` once, pushing
@@ -581,7 +558,7 @@ mod tests {
     /// pushed onto `codes`).
     fn queue_named(
         lock: &std::sync::Arc<RawTunedMutex>,
-        order: &std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+        order: &Order,
         codes: &mut Vec<u32>,
         name: &'static str,
         node: usize,
@@ -598,32 +575,69 @@ mod tests {
         waiter
     }
 
+    /// The acquisition order, by waiter name.
+    type Order = std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>;
+
+    /// Scans always, never flushes, lets anyone steal: the config of the
+    /// queue-order tests.
+    static NUMA_FIRST: Config = Config::DEFAULT
+        .shuffle_reduction(std::num::NonZeroU32::MIN)
+        .flush_threshold_ns(u64::MAX)
+        .steal_bound_ns(u64::MAX);
+
+    /// A held lock with `cfg` and, queued behind it in this order, one waiter
+    /// per `(name, virtual node)` ([`queue_named`]); returns the lock, the
+    /// order they will acquire in, their queue-node codes and their threads.
+    fn queue_behind_held(
+        cfg: &'static Config,
+        waiters: &[(&'static str, usize)],
+    ) -> (
+        std::sync::Arc<RawTunedMutex>,
+        Order,
+        Vec<u32>,
+        Vec<std::thread::JoinHandle<()>>,
+    ) {
+        let lock = std::sync::Arc::new(RawTunedMutex::with_config(cfg));
+        let order = Order::default();
+        lock.acquire();
+        let mut codes = Vec::new();
+        let threads = waiters
+            .iter()
+            .map(|&(name, node)| queue_named(&lock, &order, &mut codes, name, node))
+            .collect();
+        (lock, order, codes, threads)
+    }
+
+    /// Releases `lock` (held by the caller), waits for `waiters` and returns
+    /// the order in which they acquired it.
+    fn release_and_collect(
+        lock: &RawTunedMutex,
+        order: &Order,
+        waiters: Vec<std::thread::JoinHandle<()>>,
+    ) -> Vec<&'static str> {
+        // SAFETY: the caller holds the lock.
+        unsafe { lock.release() };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        order.lock().unwrap().clone()
+    }
+
     /// With scans made rare (shuffle reduction `u32::MAX`), a queue head that
     /// inherited no secondary queue does not reorder: behind a head on node 1,
     /// a node-0 waiter queued before a node-1 waiter still goes first.
     #[test]
     fn rare_scans_keep_fifo_order_without_a_secondary_queue() {
-        use std::sync::{Arc, Mutex};
         static RARE_SCANS: Config = Config::DEFAULT
             .shuffle_reduction(std::num::NonZeroU32::MAX)
             .flush_threshold_ns(u64::MAX)
             .steal_bound_ns(u64::MAX);
-        let lock = Arc::new(RawTunedMutex::with_config(&RARE_SCANS));
-        let order = Arc::new(Mutex::new(Vec::new()));
-        lock.acquire();
-        let mut codes = Vec::new();
-        let waiters: Vec<_> = [("head", 1), ("w0", 0), ("w1", 1)]
-            .into_iter()
-            .map(|(name, node)| queue_named(&lock, &order, &mut codes, name, node))
-            .collect();
+        let (lock, order, _, waiters) =
+            queue_behind_held(&RARE_SCANS, &[("head", 1), ("w0", 0), ("w1", 1)]);
         // Time for a head that (wrongly) scans to move w0 aside.
         std::thread::sleep(Duration::from_millis(50));
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        for w in waiters {
-            w.join().unwrap();
-        }
-        assert_eq!(*order.lock().unwrap(), ["head", "w0", "w1"]);
+        let order = release_and_collect(&lock, &order, waiters);
+        assert_eq!(order, ["head", "w0", "w1"]);
     }
 
     /// A queue head that inherits no secondary queue prefers its own node, not
@@ -633,10 +647,6 @@ mod tests {
     #[test]
     fn head_without_a_secondary_queue_prefers_its_own_node() {
         use std::sync::{Arc, Mutex};
-        static NUMA_FIRST: Config = Config::DEFAULT
-            .shuffle_reduction(std::num::NonZeroU32::MIN)
-            .flush_threshold_ns(u64::MAX)
-            .steal_bound_ns(u64::MAX);
         let lock = Arc::new(RawTunedMutex::with_config(&NUMA_FIRST));
         let order = Arc::new(Mutex::new(Vec::new()));
         lock.acquire();
@@ -683,25 +693,12 @@ mod tests {
     /// aside and hands to C (1); the secondary queue S, E goes last.
     #[test]
     fn preference_follows_the_lock_when_no_preferred_waiter_is_queued() {
-        use std::sync::{Arc, Mutex};
-        static NUMA_FIRST: Config = Config::DEFAULT
-            .shuffle_reduction(std::num::NonZeroU32::MIN)
-            .flush_threshold_ns(u64::MAX)
-            .steal_bound_ns(u64::MAX);
-        let lock = Arc::new(RawTunedMutex::with_config(&NUMA_FIRST));
-        let order = Arc::new(Mutex::new(Vec::new()));
-        lock.acquire();
-        let mut codes = Vec::new();
-        let waiters: Vec<_> = [("W", 0), ("S", 1), ("X", 0), ("H", 1), ("E", 2), ("C", 1)]
-            .into_iter()
-            .map(|(name, node)| queue_named(&lock, &order, &mut codes, name, node))
-            .collect();
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        for w in waiters {
-            w.join().unwrap();
-        }
-        assert_eq!(*order.lock().unwrap(), ["W", "X", "H", "C", "S", "E"]);
+        let (lock, order, _, waiters) = queue_behind_held(
+            &NUMA_FIRST,
+            &[("W", 0), ("S", 1), ("X", 0), ("H", 1), ("E", 2), ("C", 1)],
+        );
+        let order = release_and_collect(&lock, &order, waiters);
+        assert_eq!(order, ["W", "X", "H", "C", "S", "E"]);
     }
 
     /// A `lock()` from a thread-local destructor that runs after the thread's

@@ -283,39 +283,11 @@ fn every_waiter_acquires_threshold_inf() {
 /// (the log cell) and that both marks were set.
 #[test]
 fn head_asleep_marks_race_the_queue() {
-    let cfg = config(u64::MAX, u64::MAX);
-    loom_hooks::set_loom_head_asleep_hints(true);
-    model(move || {
-        loom_hooks::reset_loom_enqueues();
-        let shared = Shared::<Queued>::new(cfg);
-        shared.lock.acquire();
-        let a = {
-            let shared = shared.clone();
-            thread::spawn(move || {
-                shared.critical(1, false);
-                shared.critical(1, false);
-            })
-        };
-        wait_for_enqueues(1);
-        let b = {
-            let shared = shared.clone();
-            thread::spawn(move || shared.critical(2, false))
-        };
-        wait_for_enqueues(2);
-        shared.record(0);
-        // SAFETY: acquired above.
-        unsafe { shared.lock.release() };
-        a.join().unwrap();
-        b.join().unwrap();
-        assert_eq!(shared.log().len(), 4);
-    });
-    loom_hooks::set_loom_head_asleep_hints(false);
-    for event in ["cna-asleep-nap", "cna-asleep-hand-off"] {
-        assert!(
-            loom_hooks::loom_event_count(event) > 0,
-            "no execution reached {event}"
-        );
-    }
+    head_asleep_race::<Queued>(
+        config(u64::MAX, u64::MAX),
+        ["cna-asleep-nap", "cna-asleep-hand-off"],
+        |_| {},
+    );
 }
 
 /// The HQ form of `head_asleep_marks_race_the_queue`, in NUMA mode: A (node 0,
@@ -326,11 +298,26 @@ fn head_asleep_marks_race_the_queue() {
 /// and the metadata ends unbound.
 #[test]
 fn hq_head_asleep_marks_race_the_queues() {
-    let cfg = hq_config(1000, u64::MAX);
+    head_asleep_race::<Hq>(
+        hq_config(1000, u64::MAX),
+        ["hq-asleep-nap", "hq-asleep-hand-off"],
+        |lock| assert!(!lock.is_numa_bound(), "metadata left bound"),
+    );
+}
+
+/// The race of the `HEAD_ASLEEP` models with the hint on: main holds the lock
+/// with A (node 0, twice) and B (node 1) queued behind it and releases; four
+/// acquisitions (exclusion checked by the log cell), then `end_check` on the
+/// lock; every event of `events` must be reached in some execution.
+fn head_asleep_race<L: ModelLock>(
+    cfg: &'static Config,
+    events: [&'static str; 2],
+    end_check: fn(&L),
+) {
     loom_hooks::set_loom_head_asleep_hints(true);
     model(move || {
         loom_hooks::reset_loom_enqueues();
-        let shared = Shared::<Hq>::new(cfg);
+        let shared = Shared::<L>::new(cfg);
         shared.lock.acquire();
         let a = {
             let shared = shared.clone();
@@ -355,10 +342,10 @@ fn hq_head_asleep_marks_race_the_queues() {
         a.join().unwrap();
         b.join().unwrap();
         assert_eq!(shared.log().len(), 4);
-        assert!(!shared.lock.is_numa_bound(), "metadata left bound");
+        end_check(&shared.lock);
     });
     loom_hooks::set_loom_head_asleep_hints(false);
-    for event in ["hq-asleep-nap", "hq-asleep-hand-off"] {
+    for event in events {
         assert!(
             loom_hooks::loom_event_count(event) > 0,
             "no execution reached {event}"
