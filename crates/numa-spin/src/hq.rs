@@ -1297,6 +1297,7 @@ mod tests {
         let a = spawn(0);
         let count = |t: u32| t >> COUNT_SHIFT;
         let bound = await_tail(&lock, |t| t & NUMA_MODE != 0 && count(t) == 1, "no binding");
+        assert!(lock.is_numa_bound());
         let b = spawn(1);
         let joined = await_tail(&lock, |t| count(t) == 2, "the second waiter did not join");
         assert_ne!(joined & NUMA_MODE, 0);
