@@ -1276,41 +1276,48 @@ mod tests {
     }
 
     /// NUMA mode from the first waiter: the first waiter binds metadata (count
-    /// 1), the second joins it (count 2, same metadata), and the word is empty
-    /// once both have passed.
+    /// 1), the second joins it (count 2, same metadata, `NO_STEAL` kept in
+    /// strict FIFO mode), and the word is empty once both have passed.
     #[test]
     fn second_waiter_joins_the_bound_metadata() {
         static NUMA_AT_ONCE: Config = Config::DEFAULT
             .hq_switch_threshold(0)
+            .steal_bound_ns(60_000_000_000)
             .spin_budget_ns(60_000_000_000);
-        let lock = Arc::new(RawHqLock::with_config(&NUMA_AT_ONCE));
-        lock.acquire();
-        let spawn = |node: usize| {
-            let l = lock.clone();
-            std::thread::spawn(move || {
-                numa_topology::set_current_thread_node(Some(node));
-                l.acquire();
-                // SAFETY: acquired above.
-                unsafe { l.release() };
-            })
-        };
-        let a = spawn(0);
-        let count = |t: u32| t >> COUNT_SHIFT;
-        let bound = await_tail(&lock, |t| t & NUMA_MODE != 0 && count(t) == 1, "no binding");
-        assert!(lock.is_numa_bound());
-        let b = spawn(1);
-        let joined = await_tail(&lock, |t| count(t) == 2, "the second waiter did not join");
-        assert_ne!(joined & NUMA_MODE, 0);
-        assert_eq!(
-            (joined >> META_SHIFT) & META_MASK,
-            (bound >> META_SHIFT) & META_MASK,
-            "joined other metadata"
-        );
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        a.join().unwrap();
-        b.join().unwrap();
-        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+        static STRICT: Config = NUMA_AT_ONCE.steal_bound_ns(0);
+        for (cfg, strict) in [(&NUMA_AT_ONCE, false), (&STRICT, true)] {
+            let lock = Arc::new(RawHqLock::with_config(cfg));
+            lock.acquire();
+            let spawn = |node: usize| {
+                let l = lock.clone();
+                std::thread::spawn(move || {
+                    numa_topology::set_current_thread_node(Some(node));
+                    l.acquire();
+                    // SAFETY: acquired above.
+                    unsafe { l.release() };
+                })
+            };
+            let a = spawn(0);
+            let count = |t: u32| t >> COUNT_SHIFT;
+            let bound = await_tail(&lock, |t| t & NUMA_MODE != 0 && count(t) == 1, "no binding");
+            assert!(lock.is_numa_bound());
+            let b = spawn(1);
+            let joined = await_tail(&lock, |t| count(t) == 2, "the second waiter did not join");
+            assert_ne!(joined & NUMA_MODE, 0);
+            assert_eq!(
+                (joined >> META_SHIFT) & META_MASK,
+                (bound >> META_SHIFT) & META_MASK,
+                "joined other metadata"
+            );
+            // Strict FIFO: every entry keeps stealing forbidden; otherwise
+            // nothing forbids it (the steal bound is far).
+            assert_eq!(joined & NO_STEAL != 0, strict, "NO_STEAL after the join");
+            // SAFETY: acquired above.
+            unsafe { lock.release() };
+            a.join().unwrap();
+            b.join().unwrap();
+            assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+        }
     }
 
     /// NUMA mode from the first waiter, 8 threads on 4 virtual nodes, the
