@@ -1229,8 +1229,8 @@ mod tests {
     }
 
     /// With a steal bound of 0 (strict FIFO) the first waiter's enqueue forbids
-    /// stealing at once; with a bound it has not reached, the global head does
-    /// not.
+    /// stealing at once and the next enqueue keeps it forbidden; with a bound
+    /// it has not reached, the global head does not forbid it.
     #[test]
     fn strict_fifo_forbids_stealing_from_the_first_enqueue_only() {
         static STRICT: Config = Config::DEFAULT
@@ -1242,7 +1242,13 @@ mod tests {
         for (cfg, strict) in [(&STRICT, true), (&BOUND_60S, false)] {
             let lock = Arc::new(RawHqLock::with_config(cfg));
             lock.acquire();
-            let head = queue_tail_reader(&lock, &mut Vec::new());
+            let mut codes = Vec::new();
+            // The first enqueue sets NO_STEAL in strict mode, and a second
+            // one must keep it.
+            let waiters = [
+                queue_tail_reader(&lock, &mut codes),
+                queue_tail_reader(&lock, &mut codes),
+            ];
             let start = Instant::now();
             while start.elapsed() < Duration::from_millis(100) {
                 assert_eq!(
@@ -1255,7 +1261,9 @@ mod tests {
             }
             // SAFETY: acquired above.
             unsafe { lock.release() };
-            head.join().unwrap();
+            for w in waiters {
+                w.join().unwrap();
+            }
         }
     }
 
@@ -1301,6 +1309,7 @@ mod tests {
             let count = |t: u32| t >> COUNT_SHIFT;
             let bound = await_tail(&lock, |t| t & NUMA_MODE != 0 && count(t) == 1, "no binding");
             assert!(lock.is_numa_bound());
+            assert_eq!(bound & NO_STEAL != 0, strict, "NO_STEAL after the binding");
             let b = spawn(1);
             let joined = await_tail(&lock, |t| count(t) == 2, "the second waiter did not join");
             assert_ne!(joined & NUMA_MODE, 0);
