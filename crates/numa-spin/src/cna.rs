@@ -47,9 +47,7 @@
 
 use crate::config::{Config, Tunables};
 use crate::node::{self, HEAD, HEAD_OWNER, HeadState, Me, QNode, WAIT, registry};
-use crate::raw_lock::{
-    HANDED, HEAD_ASLEEP, LOCKED, NO_STEAL, RawLock, TAIL_FLAGS, TAIL_SHIFT, UNLOCKED,
-};
+use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, RawLock, TAIL_FLAGS, TAIL_SHIFT, UNLOCKED};
 use crate::sync::{self, Ordering};
 
 /// The NUMA node recorded in the node named by `code`.
@@ -431,21 +429,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // Release inside (a swap, waking the waiter if it parked): publishes the
         // cell, our queue rewiring, and (HEAD_OWNER) our critical section to the
         // new head's Acquire load in `node::wait_signal`.
-        node::signal_then(&node.locked, flag, || {
-            if flag == HEAD && sync::head_asleep_hints() {
-                // The new head runs only once the wake-up below completes: mark
-                // it asleep until then, so arrivals do not queue behind it
-                // (`node::steal_while_head_asleep`). Relaxed: a hint. We hold the
-                // lock (head-ship is passed only by a holder), so this RMW
-                // happens-before the new head's acquisition and so before its
-                // CAS that empties the queue: that CAS cannot fail on the flag.
-                // A new head that saw our swap before it slept can run its
-                // check at entry before this RMW; it looks again once it holds
-                // the lock (`wait_as_head`).
-                self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
-                sync::event("cna-asleep-hand-off");
-            }
-        });
+        if flag == HEAD {
+            // A head that parked is marked asleep until it runs.
+            node::pass_head_ship(&self.tail, &node.locked, flag, "cna-asleep-hand-off");
+        } else {
+            node::signal(&node.locked, flag);
+        }
         sync::trace(|| "handed".into());
     }
 }

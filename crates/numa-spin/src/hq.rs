@@ -113,7 +113,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::config::{Config, Global, Tunables};
 use crate::node::{self, Me, registry};
-use crate::raw_lock::{HANDED, HEAD_ASLEEP, LOCKED, NO_STEAL, TAIL_FLAGS, UNLOCKED};
+use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, TAIL_FLAGS, UNLOCKED};
 use crate::sync::{self, AtomicU32, Ordering};
 
 /// `tail` bit 2: NUMA mode (the word names a [`Meta`]); clear: plain mode.
@@ -1009,23 +1009,11 @@ impl<T: Tunables> RawHqLock<T> {
         }
     }
 
-    /// Signals `value` into `word`, on which the next global head waits (a
-    /// queue node's `locked`, a node queue's `gwait`, the gate), marking the
-    /// lock `HEAD_ASLEEP` when that waiter had parked, as CNA's hand-off does:
-    /// it runs only once the wake-up completes, and arrivals should take the
-    /// lock meanwhile rather than queue behind it
-    /// ([`node::steal_while_head_asleep`]). Called only by the lock holder.
+    /// Makes the waiter on `word` (a queue node's `locked`, a node queue's
+    /// `gwait`, the gate) the global head: [`node::pass_head_ship`] on this
+    /// lock's tail word. Called only by the lock holder.
     fn pass_head_ship(&self, word: &AtomicU32, value: u32) {
-        node::signal_then(word, value, || {
-            if sync::head_asleep_hints() {
-                // Relaxed: a hint. We hold the lock, so this RMW happens-before
-                // the new global head's acquisition, after which it looks for
-                // the mark and lifts it (`wait_for_lock`); the word is emptied
-                // only by a holder, which clears the flags with it.
-                self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
-                sync::event("hq-asleep-hand-off");
-            }
-        });
+        node::pass_head_ship(&self.tail, word, value, "hq-asleep-hand-off");
     }
 
     /// The global head's wait for the lock word, as CNA's queue head waits
@@ -1115,6 +1103,7 @@ crate::glue::raw_mutex_glue! {
 mod tests {
     use super::*;
     use crate::head_tests::{TestLock, queue_tail_reader};
+    use crate::raw_lock::HEAD_ASLEEP;
     use std::sync::Arc;
     use std::sync::atomic::AtomicU64;
     use std::time::{Duration, Instant};

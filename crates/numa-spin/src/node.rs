@@ -730,6 +730,29 @@ pub(crate) fn lift_head_asleep(tail: &AtomicU32) {
     }
 }
 
+/// Passes head-ship: [`signal`]s `value` into `word`, on which the next queue
+/// head waits (CNA's queue node, HQ's queue node, node-queue `gwait` or gate),
+/// and, if that waiter had parked, marks the lock `HEAD_ASLEEP` in `tail`
+/// between the swap and the wake-up: the new head runs only once the wake-up
+/// completes, so arrivals should take the lock meanwhile rather than queue
+/// behind it ([`steal_while_head_asleep`]). `event` is the loom event counted
+/// for the mark.
+///
+/// Called only by the lock holder. Relaxed: a hint. The holder's RMW
+/// happens-before the new head's acquisition, and so before any CAS of that
+/// head that empties the queue (which therefore cannot fail on the flag);
+/// after its acquisition the head looks for the mark and lifts it
+/// ([`HeadWait::acquired`]). A new head that saw the swap before it slept can
+/// run its check at start before this RMW; that second look catches it.
+pub(crate) fn pass_head_ship(tail: &AtomicU32, word: &AtomicU32, value: u32, event: &'static str) {
+    signal_then(word, value, || {
+        if crate::sync::head_asleep_hints() {
+            tail.fetch_or(crate::raw_lock::HEAD_ASLEEP, Ordering::Relaxed);
+            crate::sync::event(event);
+        }
+    });
+}
+
 /// Waits until the link `word` (a queue node's `next`, an HQ node queue's
 /// `gnext`) is set by a thread that already swapped itself into the matching
 /// tail, and returns it (read with Acquire: pairs with the Release store of the
