@@ -1104,9 +1104,18 @@ mod tests {
     use super::*;
     use crate::head_tests::{TestLock, queue_tail_reader};
     use crate::raw_lock::HEAD_ASLEEP;
-    use std::sync::Arc;
     use std::sync::atomic::AtomicU64;
+    use std::sync::{Arc, RwLock, RwLockReadGuard};
     use std::time::{Duration, Instant};
+
+    /// The metadata pool is process-wide: a test that exhausts it holds this
+    /// exclusively, and the tests that need a binding (or a mode switch) hold
+    /// it shared, so that they never meet an exhausted pool.
+    static POOL_TESTS: RwLock<()> = RwLock::new(());
+
+    fn pool_shared() -> RwLockReadGuard<'static, ()> {
+        POOL_TESTS.read().unwrap_or_else(|e| e.into_inner())
+    }
 
     #[cfg(not(feature = "stats"))]
     #[test]
@@ -1119,6 +1128,7 @@ mod tests {
     /// under contention and unbinds it when completely released.
     #[test]
     fn contended_lock_binds_and_unbinds() {
+        let _pool = pool_shared();
         static M: HqMutex<u64> = HqMutex::new(0);
         static INSIDE: AtomicU64 = AtomicU64::new(0);
         std::thread::scope(|s| {
@@ -1277,6 +1287,7 @@ mod tests {
     /// strict FIFO mode), and the word is empty once both have passed.
     #[test]
     fn second_waiter_joins_the_bound_metadata() {
+        let _pool = pool_shared();
         static NUMA_AT_ONCE: Config = Config::DEFAULT
             .hq_switch_threshold(0)
             .steal_bound_ns(60_000_000_000)
@@ -1318,12 +1329,58 @@ mod tests {
         }
     }
 
+    /// Every free pool entry, claimed until dropped.
+    struct Exhausted(Vec<u32>);
+
+    impl Drop for Exhausted {
+        fn drop(&mut self) {
+            for &m in &self.0 {
+                pool().free(m);
+            }
+        }
+    }
+
+    /// NUMA mode from the first waiter, but the pool is exhausted: the first
+    /// waiter queues plain, and an arrival after an entry is freed joins that
+    /// plain queue instead of binding metadata over it (which would leave the
+    /// plain queue's last waiter waiting for a link that never comes).
+    #[test]
+    fn arrival_joins_the_plain_queue_an_exhausted_pool_left() {
+        static NUMA_AT_ONCE: Config = Config::DEFAULT
+            .hq_switch_threshold(0)
+            .steal_bound_ns(60_000_000_000)
+            .spin_budget_ns(60_000_000_000);
+        let _pool = POOL_TESTS.write().unwrap_or_else(|e| e.into_inner());
+        let mut held = Exhausted(std::iter::from_fn(|| pool().claim(0)).collect());
+        assert_eq!(
+            held.0.len(),
+            POOL_SIZE,
+            "pool entries leaked by other tests"
+        );
+        let lock = Arc::new(RawHqLock::with_config(&NUMA_AT_ONCE));
+        lock.acquire();
+        let mut codes = Vec::new();
+        let first = queue_tail_reader(&lock, &mut codes);
+        assert_eq!(lock.tail.load(Ordering::SeqCst) & NUMA_MODE, 0);
+        pool().free(held.0.pop().expect("claimed above"));
+        // Fails (times out) if the arrival binds: a NUMA word names no node.
+        let second = queue_tail_reader(&lock, &mut codes);
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        for w in [first, second] {
+            let seen = w.join().unwrap();
+            assert_eq!(seen & NUMA_MODE, 0, "bound while the plain queue lived");
+        }
+        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+    }
+
     /// NUMA mode from the first waiter, 8 threads on 4 virtual nodes, the
     /// holder yielding inside so that node queues and the list form on 2 CPUs:
     /// exclusion holds, every acquisition happens, and the word is empty at
     /// the end (debug builds also check the word's invariants in `leave`).
     #[test]
     fn numa_mode_from_the_first_waiter_keeps_exclusion() {
+        let _pool = pool_shared();
         static NUMA_AT_ONCE: Config = Config::DEFAULT.hq_switch_threshold(0);
         static M: lock_api::Mutex<RawHqLock<&'static Config>, u64> =
             lock_api::Mutex::from_raw(RawHqLock::with_config(&NUMA_AT_ONCE), 0);
@@ -1354,6 +1411,7 @@ mod tests {
     #[cfg(feature = "stats")]
     #[test]
     fn sustained_contention_switches_and_hands_off_locally() {
+        let _pool = pool_shared();
         static STRICT: Config = Config::DEFAULT.steal_bound_ns(0).hq_switch_threshold(50);
         static M: lock_api::Mutex<RawHqLock<&'static Config>, u64> =
             lock_api::Mutex::from_raw(RawHqLock::with_config(&STRICT), 0);
