@@ -1329,6 +1329,37 @@ mod tests {
         }
     }
 
+    /// Contention detection counts the plain queue's hand-offs: with a switch
+    /// threshold of 2, the first two heads of a queue of five keep plain mode
+    /// and the third, with waiters behind it, switches the lock to NUMA mode
+    /// before its critical section; the word is empty once all have passed.
+    #[test]
+    fn third_plain_head_switches_to_numa_mode_at_threshold_2() {
+        static SWITCH_AT_2: Config = Config::DEFAULT
+            .hq_switch_threshold(2)
+            .steal_bound_ns(60_000_000_000)
+            .spin_budget_ns(60_000_000_000);
+        let _pool = pool_shared();
+        let lock = Arc::new(RawHqLock::with_config(&SWITCH_AT_2));
+        lock.acquire();
+        let mut codes = Vec::new();
+        let waiters: Vec<_> = (0..5)
+            .map(|_| queue_tail_reader(&lock, &mut codes))
+            .collect();
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        let seen: Vec<bool> = waiters
+            .into_iter()
+            .map(|w| w.join().unwrap() & NUMA_MODE != 0)
+            .collect();
+        assert_eq!(
+            seen[..3],
+            [false, false, true],
+            "NUMA mode seen by each head"
+        );
+        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+    }
+
     /// Every free pool entry, claimed until dropped.
     struct Exhausted(Vec<u32>);
 
