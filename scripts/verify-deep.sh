@@ -6,7 +6,8 @@
 #      the timed upgrade and batch-switch models);
 #   3. shuttle with 10x CI's schedules (SHUTTLE_ITERATIONS, default 20000);
 #   4. cargo-mutants over the lock cores: first against the loom models, then the
-#      mutants they missed against the crate's own tests and the generic suites
+#      mutants they missed against the crate's own tests and the generic suites, all
+#      features on (as CI tests; the `stats` counters see what the lock word cannot)
 #      (`--iterate` keeps the earlier run's caught mutants); the kill rate is printed;
 #   5. the torture test for TORTURE_SECS (default 600).
 # Usage: bash scripts/verify-deep.sh [step ...]   (steps: ordering loom shuttle mutants torture;
@@ -59,7 +60,7 @@ for s in "${steps[@]}"; do
                 "${files[@]}" --features "$loom_features" --profile release \
                 --cargo-arg=--test --cargo-arg=loom --timeout 180 -o "$dir" || true
             step "cargo-mutants $crate: what loom missed, against the crate's tests and suites"
-            cargo mutants -j 1 -p "$crate" "${files[@]}" --test-package "$crate,lock-tests" \
+            cargo mutants -j 1 -p "$crate" "${files[@]}" --test-package "$crate,lock-tests" --all-features \
                 --profile release --timeout 300 --iterate -o "$dir" || true
             m="$dir/mutants.out"
             # --iterate keeps the first run's kills in previously_caught.txt.

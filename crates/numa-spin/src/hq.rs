@@ -1321,6 +1321,15 @@ mod tests {
             // Strict FIFO: every entry keeps stealing forbidden; otherwise
             // nothing forbids it (the steal bound is far).
             assert_eq!(joined & NO_STEAL != 0, strict, "NO_STEAL after the join");
+            // Each waiter queues on its own node's queue.
+            let meta = pool().meta((bound >> META_SHIFT) & META_MASK);
+            for node in [0, 1] {
+                await_tail(
+                    &lock,
+                    |_| meta.queues[node].tail.load(Ordering::SeqCst) != 0,
+                    "node queue empty",
+                );
+            }
             // SAFETY: acquired above.
             unsafe { lock.release() };
             a.join().unwrap();
@@ -1329,35 +1338,54 @@ mod tests {
         }
     }
 
-    /// Contention detection counts the plain queue's hand-offs: with a switch
-    /// threshold of 2, the first two heads of a queue of five keep plain mode
-    /// and the third, with waiters behind it, switches the lock to NUMA mode
-    /// before its critical section; the word is empty once all have passed.
+    /// Contention detection counts the plain queue's hand-offs. With a switch
+    /// threshold of 2, the first two heads keep plain mode; the third switches
+    /// the lock to NUMA mode before its critical section if waiters are queued
+    /// behind it (a queue of five) and not if it is the last (a queue of
+    /// three). The switch's word holds the frozen queue's one reference and
+    /// no flag, and its metadata is back in the pool once all have passed.
     #[test]
-    fn third_plain_head_switches_to_numa_mode_at_threshold_2() {
+    fn third_plain_head_switches_to_numa_mode_only_with_waiters_behind() {
         static SWITCH_AT_2: Config = Config::DEFAULT
             .hq_switch_threshold(2)
             .steal_bound_ns(60_000_000_000)
             .spin_budget_ns(60_000_000_000);
-        let _pool = pool_shared();
-        let lock = Arc::new(RawHqLock::with_config(&SWITCH_AT_2));
-        lock.acquire();
-        let mut codes = Vec::new();
-        let waiters: Vec<_> = (0..5)
-            .map(|_| queue_tail_reader(&lock, &mut codes))
-            .collect();
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        let seen: Vec<bool> = waiters
-            .into_iter()
-            .map(|w| w.join().unwrap() & NUMA_MODE != 0)
-            .collect();
-        assert_eq!(
-            seen[..3],
-            [false, false, true],
-            "NUMA mode seen by each head"
-        );
-        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+        // Alone with the pool: every entry must be free at the end.
+        let _pool = POOL_TESTS.write().unwrap_or_else(|e| e.into_inner());
+        for (queued, switches) in [(5, true), (3, false)] {
+            let lock = Arc::new(RawHqLock::with_config(&SWITCH_AT_2));
+            lock.acquire();
+            let mut codes = Vec::new();
+            let waiters: Vec<_> = (0..queued)
+                .map(|_| queue_tail_reader(&lock, &mut codes))
+                .collect();
+            // SAFETY: acquired above.
+            unsafe { lock.release() };
+            let seen: Vec<u32> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+            let numa: Vec<bool> = seen.iter().map(|t| t & NUMA_MODE != 0).collect();
+            assert_eq!(
+                numa[..3],
+                [false, false, switches],
+                "{queued} queued: {seen:x?}"
+            );
+            if switches {
+                assert_eq!(seen[2] >> COUNT_SHIFT, 1, "the frozen queue's reference");
+                assert_eq!(seen[2] & TAIL_FLAGS, 0, "flags after the switch");
+            }
+            // A head that switched alone would unbind before its critical
+            // section: only the counters see it.
+            #[cfg(feature = "stats")]
+            assert_eq!(
+                lock.stats().mode_switches,
+                u64::from(switches),
+                "{queued} queued"
+            );
+            assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+            let claimed: Vec<usize> = (0..POOL_SIZE)
+                .filter(|&m| pool().claimed[m].load(Ordering::SeqCst) != 0)
+                .collect();
+            assert!(claimed.is_empty(), "metadata left claimed: {claimed:?}");
+        }
     }
 
     /// Every free pool entry, claimed until dropped.
