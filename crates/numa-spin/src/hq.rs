@@ -1104,7 +1104,7 @@ mod tests {
     use super::*;
     use crate::head_tests::{TestLock, queue_tail_reader};
     use crate::raw_lock::HEAD_ASLEEP;
-    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
     use std::sync::{Arc, RwLock, RwLockReadGuard};
     use std::time::{Duration, Instant};
 
@@ -1447,6 +1447,74 @@ mod tests {
             w.join().unwrap();
         }
         assert_eq!(*order.lock().unwrap(), ['A', 'B', 'D', 'E', 'C', 'F']);
+        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
+    }
+
+    /// After a mode switch the NUMA side's global head waits at the gate
+    /// until the frozen plain queue has drained, instead of competing with
+    /// that queue's heads for the lock word: with a spin budget of 0 it parks
+    /// on the gate while the switching head is still in its critical section,
+    /// and takes the lock after the frozen queue's last waiter.
+    #[test]
+    fn numa_global_head_waits_at_the_gate_while_the_frozen_queue_drains() {
+        static SWITCH_AT_2_PARK: Config = Config::DEFAULT
+            .hq_switch_threshold(2)
+            .steal_bound_ns(60_000_000_000)
+            .spin_budget_ns(0);
+        let _pool = pool_shared();
+        let lock = Arc::new(RawHqLock::with_config(&SWITCH_AT_2_PARK));
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (switched, go) = (
+            Arc::new(AtomicU32::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let spawn = |name: char| {
+            let (l, o, sw, go) = (lock.clone(), order.clone(), switched.clone(), go.clone());
+            std::thread::spawn(move || {
+                l.acquire();
+                o.lock().unwrap().push(name);
+                let t = l.tail.load(Ordering::SeqCst);
+                // The first holder to see NUMA mode (the switching head)
+                // reports the word and holds the lock until told.
+                if t & NUMA_MODE != 0
+                    && sw
+                        .compare_exchange(0, t, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_ok()
+                {
+                    while !go.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                    }
+                }
+                // SAFETY: acquired above.
+                unsafe { l.release() };
+            })
+        };
+        lock.acquire();
+        let mut codes = Vec::new();
+        let mut waiters = Vec::new();
+        for name in ['1', '2', '3', '4', '5'] {
+            waiters.push(spawn(name));
+            codes.push(crate::head_tests::await_new_tail(&*lock, &codes));
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        await_tail(&lock, |_| switched.load(Ordering::SeqCst) != 0, "no switch");
+        let t = switched.load(Ordering::SeqCst);
+        let gate = &pool().meta((t >> META_SHIFT) & META_MASK).gate;
+        waiters.push(spawn('X'));
+        let start = Instant::now();
+        while gate.load(Ordering::SeqCst) != node::PARKED
+            && start.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::yield_now();
+        }
+        let parked = gate.load(Ordering::SeqCst) == node::PARKED;
+        go.store(true, Ordering::SeqCst);
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert!(parked, "the NUMA side's head did not wait at the gate");
+        assert_eq!(*order.lock().unwrap(), ['1', '2', '3', '4', '5', 'X']);
         assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
     }
 
