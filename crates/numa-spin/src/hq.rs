@@ -1389,9 +1389,13 @@ mod tests {
     }
 
     /// A node queue keeps the list's head for `hq_handoff_threshold` local
-    /// hand-offs, then hands off remotely: with threshold 3 (no time bound),
-    /// node-0 waiters A, B, D, E, F and node-1 waiter C, queued in that
-    /// order, take the lock as A, B, D, E (three local hand-offs), C, F.
+    /// hand-offs, and for at most `flush_threshold_ns` of turn, then hands off
+    /// remotely. Node-0 waiters A, B, D, E, F and node-1 waiter C, queued in
+    /// that order, take the lock as A, B, D, E, C, F with threshold 3 and no
+    /// time bound; as A, C, B, D, E, F with a time bound of 0 (no local
+    /// hand-off); as A, B, D, E, F, C with a 2 s bound and threshold 1000 (the
+    /// turn's clock starts at its first holder: a start left from an earlier
+    /// turn, 3 s ago, does not count).
     #[test]
     fn node_queue_hands_off_remotely_after_the_threshold() {
         static THREE_LOCAL: Config = Config::DEFAULT
@@ -1400,54 +1404,70 @@ mod tests {
             .flush_threshold_ns(u64::MAX)
             .steal_bound_ns(60_000_000_000)
             .spin_budget_ns(60_000_000_000);
+        static NO_TURN: Config = THREE_LOCAL.hq_handoff_threshold(1000).flush_threshold_ns(0);
+        static LONG_TURN: Config = NO_TURN.flush_threshold_ns(2_000_000_000);
         let _pool = pool_shared();
-        let lock = Arc::new(RawHqLock::with_config(&THREE_LOCAL));
-        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-        lock.acquire();
-        let mut waiters = Vec::new();
-        let mut meta = None;
-        let mut last = [0; 2];
-        for (i, (name, node)) in [('A', 0), ('B', 0), ('C', 1), ('D', 0), ('E', 0), ('F', 0)]
-            .into_iter()
-            .enumerate()
-        {
-            let (l, o) = (lock.clone(), order.clone());
-            waiters.push(std::thread::spawn(move || {
-                numa_topology::set_current_thread_node(Some(node));
-                l.acquire();
-                o.lock().unwrap().push(name);
-                // SAFETY: acquired above.
-                unsafe { l.release() };
-            }));
-            let t = await_tail(&lock, |t| t >> COUNT_SHIFT == i as u32 + 1, "no entry");
-            let meta: &Meta =
-                meta.get_or_insert_with(|| pool().meta((t >> META_SHIFT) & META_MASK));
-            // Queued in its node queue (the swap changes the queue's tail); a
-            // node queue's first waiter also enters the list.
-            let q = &meta.queues[node];
-            let before = last[node];
-            await_tail(
-                &lock,
-                |_| q.tail.load(Ordering::SeqCst) != before,
-                "not queued",
-            );
-            last[node] = q.tail.load(Ordering::SeqCst);
-            if before == 0 {
-                let list = node as u32 + 1;
+        for (cfg, expected) in [
+            (&THREE_LOCAL, "ABDECF"),
+            (&NO_TURN, "ACBDEF"),
+            (&LONG_TURN, "ABDEFC"),
+        ] {
+            let lock = Arc::new(RawHqLock::with_config(cfg));
+            let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+            lock.acquire();
+            let mut waiters = Vec::new();
+            let mut meta = None;
+            let mut last = [0; 2];
+            for (i, (name, node)) in [('A', 0), ('B', 0), ('C', 1), ('D', 0), ('E', 0), ('F', 0)]
+                .into_iter()
+                .enumerate()
+            {
+                let (l, o) = (lock.clone(), order.clone());
+                waiters.push(std::thread::spawn(move || {
+                    numa_topology::set_current_thread_node(Some(node));
+                    l.acquire();
+                    o.lock().unwrap().push(name);
+                    // SAFETY: acquired above.
+                    unsafe { l.release() };
+                }));
+                let t = await_tail(&lock, |t| t >> COUNT_SHIFT == i as u32 + 1, "no entry");
+                let meta: &Meta =
+                    meta.get_or_insert_with(|| pool().meta((t >> META_SHIFT) & META_MASK));
+                // Queued in its node queue (the swap changes the queue's tail); a
+                // node queue's first waiter also enters the list.
+                let q = &meta.queues[node];
+                let before = last[node];
                 await_tail(
                     &lock,
-                    |_| meta.gtail.load(Ordering::SeqCst) == list,
-                    "not listed",
+                    |_| q.tail.load(Ordering::SeqCst) != before,
+                    "not queued",
                 );
+                last[node] = q.tail.load(Ordering::SeqCst);
+                if before == 0 {
+                    let list = node as u32 + 1;
+                    await_tail(
+                        &lock,
+                        |_| meta.gtail.load(Ordering::SeqCst) == list,
+                        "not listed",
+                    );
+                }
             }
+            let stale = (sync::now_ns() as u32).wrapping_sub(3_000_000_000);
+            let meta = meta.expect("bound");
+            meta.queues[0].turn_start.store(stale, Ordering::SeqCst);
+            // SAFETY: acquired above.
+            unsafe { lock.release() };
+            for w in waiters {
+                w.join().unwrap();
+            }
+            let order: String = order.lock().unwrap().iter().collect();
+            assert_eq!(
+                order, expected,
+                "hand-off threshold {}, turn bound {} ns",
+                cfg.hq_handoff_threshold, cfg.flush_threshold_ns
+            );
+            assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
         }
-        // SAFETY: acquired above.
-        unsafe { lock.release() };
-        for w in waiters {
-            w.join().unwrap();
-        }
-        assert_eq!(*order.lock().unwrap(), ['A', 'B', 'D', 'E', 'C', 'F']);
-        assert_eq!(lock.tail.load(Ordering::SeqCst), 0);
     }
 
     /// After a mode switch the NUMA side's global head waits at the gate
