@@ -1196,6 +1196,23 @@ mod tests {
         }
     }
 
+    /// `Debug` shows whether the lock is held and bound to metadata.
+    #[test]
+    fn debug_shows_the_lock_state() {
+        let lock = RawHqMutex::new();
+        assert_eq!(
+            format!("{lock:?}"),
+            "RawHqLock { locked: false, numa_bound: false }"
+        );
+        lock.acquire();
+        assert_eq!(
+            format!("{lock:?}"),
+            "RawHqLock { locked: true, numa_bound: false }"
+        );
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+    }
+
     /// From any starting hint, the pool hands out every entry once before it
     /// reports exhaustion, and a freed entry can be claimed again.
     #[test]
