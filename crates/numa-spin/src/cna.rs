@@ -735,4 +735,61 @@ mod tests {
         });
         assert!(ACQUIRED_IN_DESTRUCTOR.load(StdOrdering::Relaxed));
     }
+
+    /// `config()` reports the lock's own tunables; `Debug` shows the flavour,
+    /// whether the lock is held and whether waiters are queued.
+    #[test]
+    fn config_and_debug_show_the_lock() {
+        static OWN: Config = Config::DEFAULT
+            .steal_bound_ns(12_345)
+            .spin_budget_ns(60_000_000_000);
+        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&OWN));
+        assert_eq!(*lock.config(), OWN);
+        assert_eq!(*crate::RawMutex::new().config(), *Config::global());
+        let free = "RawLock { numa: true, locked: false, queued: false }";
+        assert_eq!(format!("{lock:?}"), free);
+        lock.acquire();
+        let waiter = crate::head_tests::queue_tail_reader(&lock, &mut Vec::new());
+        let queued = "RawLock { numa: true, locked: true, queued: true }";
+        assert_eq!(format!("{lock:?}"), queued);
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        waiter.join().unwrap();
+        assert_eq!(format!("{lock:?}"), free);
+    }
+
+    /// With counters: uncontended acquisitions count as such; a node-1 waiter
+    /// queued behind a node-0 holder is one contended, cross-node acquisition.
+    #[cfg(feature = "stats")]
+    #[test]
+    fn stats_count_acquisitions_and_node_changes() {
+        static SPIN: Config = Config::DEFAULT.spin_budget_ns(60_000_000_000);
+        let lock = std::sync::Arc::new(RawTunedMutex::with_config(&SPIN));
+        numa_topology::set_current_thread_node(Some(0));
+        for _ in 0..3 {
+            lock.acquire();
+            // SAFETY: acquired above.
+            unsafe { lock.release() };
+        }
+        lock.acquire();
+        let l = lock.clone();
+        let waiter = std::thread::spawn(move || {
+            numa_topology::set_current_thread_node(Some(1));
+            l.acquire();
+            // SAFETY: acquired above.
+            unsafe { l.release() };
+        });
+        await_new_tail(&*lock, &[]);
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        waiter.join().unwrap();
+        let s = lock.stats();
+        let counts = (
+            s.acquisitions,
+            s.contended,
+            s.same_node_handoffs,
+            s.cross_node_handoffs,
+        );
+        assert_eq!(counts, (5, 1, 0, 1), "{s:?}");
+    }
 }
