@@ -867,6 +867,54 @@ pub(crate) mod tests {
         );
     }
 
+    /// A private registry: codes count up from 1, a freed code is handed out
+    /// again before a new one (last freed, first reused), and every push and
+    /// pop of the free list bumps its ABA tag by one.
+    #[test]
+    fn freed_codes_are_reused_first_and_every_free_list_change_bumps_the_tag() {
+        let reg = Registry::new();
+        let tag = |reg: &Registry| reg.free.load(StdOrdering::SeqCst) >> 32;
+        assert_eq!([reg.alloc(), reg.alloc()], [Some(1), Some(2)]);
+        reg.free_code(1);
+        assert_eq!(reg.alloc(), Some(1), "a freed code was not reused");
+        assert_eq!(reg.alloc(), Some(3));
+        reg.free_code(2);
+        reg.free_code(1);
+        assert_eq!(reg.free_codes(), [1, 2]);
+        assert_eq!(
+            [reg.alloc(), reg.alloc(), reg.alloc()],
+            [Some(1), Some(2), Some(4)]
+        );
+        // Three pushes and three pops.
+        assert_eq!(tag(&reg), 6);
+    }
+
+    /// Segment `k` holds `SEGMENT0 << k` nodes, and a private registry's
+    /// first three segments hold codes 1-224, each its own node.
+    #[test]
+    fn segments_double_and_hold_every_code() {
+        for k in 0..4 {
+            let slots = (SEGMENT0 as usize) << k;
+            assert_eq!(
+                segment_layout(k).size(),
+                slots * std::mem::size_of::<Slot>()
+            );
+        }
+        let reg = Registry::new();
+        let codes: Vec<u32> = (0..224).map(|_| reg.alloc().expect("code")).collect();
+        assert_eq!(codes, (1..=224).collect::<Vec<u32>>());
+        for &c in &codes {
+            reg.node(c).next.store(c, StdOrdering::Relaxed);
+        }
+        for &c in &codes {
+            assert_eq!(
+                reg.node(c).next.load(StdOrdering::Relaxed),
+                c,
+                "nodes overlap"
+            );
+        }
+    }
+
     /// `Registry::new_segment` relies on zeroed memory being `QNode::new()`.
     #[test]
     fn zeroed_slot_is_a_fresh_node() {
