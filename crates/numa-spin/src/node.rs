@@ -381,7 +381,8 @@ impl Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
-        // Only runs under loom (a static's destructor never runs otherwise).
+        // Runs under loom and for the unit tests' private registries (the
+        // static's destructor never runs).
         for (k, segment) in self.segments.iter_mut().enumerate() {
             let base = *segment.get_mut();
             if !base.is_null() {
