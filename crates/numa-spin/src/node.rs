@@ -942,6 +942,40 @@ pub(crate) mod tests {
         unsafe { System.dealloc(p.cast(), layout) };
     }
 
+    /// The last-resort wait takes a free lock word at once and a held one
+    /// after its release, leaving it `LOCKED` both times.
+    #[test]
+    fn unqueued_wait_takes_the_word() {
+        use crate::raw_lock::{LOCKED, UNLOCKED};
+        static WORD: AtomicU32 = AtomicU32::new(UNLOCKED);
+        let cfg = crate::Config::DEFAULT;
+        for held in [false, true] {
+            WORD.store(if held { LOCKED } else { UNLOCKED }, StdOrdering::SeqCst);
+            let (done_tx, done) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                lock_unqueued(&WORD, &cfg);
+                done_tx.send(()).unwrap();
+            });
+            if held {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                assert!(done.try_recv().is_err(), "took a held word");
+                assert_eq!(WORD.load(StdOrdering::SeqCst), LOCKED);
+                WORD.store(UNLOCKED, StdOrdering::SeqCst);
+            }
+            let took = done.recv_timeout(std::time::Duration::from_secs(10));
+            assert!(
+                took.is_ok(),
+                "never took the free word (held before: {held})"
+            );
+            waiter.join().unwrap();
+            assert_eq!(
+                WORD.load(StdOrdering::SeqCst),
+                LOCKED,
+                "returned without the word"
+            );
+        }
+    }
+
     #[test]
     fn one_in_one_is_always_true_and_one_in_128_is_rare() {
         assert!((0..100).all(|_| one_in(1)));
