@@ -9,6 +9,8 @@ lock_tests::mutex_suite!(cna_strict_fifo_flush_always, RawLock<true, StrictFifo>
 lock_tests::mutex_suite!(queued_strict_fifo, RawLock<false, StrictFifo>, guard: Send);
 lock_tests::mutex_suite!(cna_always_scan_never_flush, RawLock<true, NeverFlush>, guard: Send);
 lock_tests::mutex_suite!(cna_tuned_defaults, numa_spin::RawTunedMutex, guard: Send);
+// The CNA lock whose every unlock is fair, under the generic timed suite.
+lock_tests::timed_mutex_suite!(fair_unlock_timed, numa_spin::RawFairMutex);
 
 /// Strict FIFO (steal bound 0), scan at every head, flush at every hand-off.
 #[derive(Clone, Copy, Debug)]

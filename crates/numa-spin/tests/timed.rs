@@ -1,12 +1,9 @@
-//! `try_lock_for` / `try_lock_until` (lock_api's `RawMutexTimed`) on the locks
-//! the registry does not list: the generic timed suite (`lock-tests`, which runs
-//! it for `cna`, `queued` and `hq`) on the CNA lock whose every unlock is fair,
-//! and a strict-FIFO configuration.
+//! `try_lock_for` / `try_lock_until` (lock_api's `RawMutexTimed`) on a
+//! strict-FIFO configuration. The generic timed suite (`lock-tests`) runs for
+//! the registry's locks and, in `tests/suite.rs`, for the fair-unlock CNA lock.
 #![cfg(not(numa_loom))]
 
 use std::time::Duration;
-
-lock_tests::timed_mutex_suite!(fair_unlock, numa_spin::RawFairMutex);
 
 #[test]
 fn tuned_strict_fifo_lock_is_timed_too() {
