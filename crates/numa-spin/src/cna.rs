@@ -73,8 +73,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     #[inline(never)]
     pub(crate) fn lock_slow(&self) {
         let cfg = *self.tunables.config();
-        // The lock may have been released since the fast path looked.
-        if self.try_steal() || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal())
+        // The lock may have been released since the fast path looked; while
+        // the queue head is not running (asleep, or absent behind its
+        // NO_STEAL mark), spin for the lock rather than queue behind it.
+        if self.try_steal()
+            || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal())
+            || node::steal_past_absent_head(&self.tail, &self.locked, &cfg)
         {
             return;
         }
@@ -483,6 +487,9 @@ mod tests {
         }
         fn newest(t: u32) -> u32 {
             t >> crate::raw_lock::TAIL_SHIFT
+        }
+        fn naming(code: u32) -> u32 {
+            code << crate::raw_lock::TAIL_SHIFT
         }
     }
 

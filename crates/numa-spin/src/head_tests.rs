@@ -31,6 +31,9 @@ pub(crate) trait TestLock: Send + Sync + 'static {
     /// The queue-node code of the newest waiter that tail word `t` names, 0
     /// if it names none.
     fn newest(t: u32) -> u32;
+    /// The tail word (no flags) that names queue node `code` as the newest
+    /// and only waiter: the inverse of [`newest`](TestLock::newest).
+    fn naming(code: u32) -> u32;
 }
 
 /// Waits (at most 10 s) until the tail names a queue node not in `seen`,
@@ -263,6 +266,55 @@ pub(crate) fn head_forbids_stealing_after_the_steal_bound_only<L: TestLock>() {
     }
 }
 
+/// An arrival that finds the lock free while the queue head forbids stealing
+/// (`NO_STEAL`) watches the lock word for the steal bound and then takes the
+/// lock past the mark, without queueing: a running head would have taken a
+/// free lock long before, so this one is not running (preempted while it
+/// spun, before it could lift the mark). The head here is this thread's own
+/// queue node, put in the tail by hand with the mark, which nobody will ever
+/// make run: an arrival that queued behind it would wait forever.
+pub(crate) fn arrival_takes_a_free_lock_past_an_absent_heads_mark<L: TestLock>() {
+    static BOUND_1MS: Config = Config::DEFAULT.steal_bound_ns(1_000_000);
+    let me = node::current().expect("a queue node for the test thread");
+    me.node.next.store(0, Ordering::SeqCst);
+    let lock = Arc::new(L::with_test_config(&BOUND_1MS));
+    let absent = L::naming(me.code) | NO_STEAL;
+    lock.tail().store(absent, Ordering::SeqCst);
+    let l = lock.clone();
+    let arrival = std::thread::spawn(move || {
+        let start = Instant::now();
+        l.lock();
+        let waited = start.elapsed();
+        // SAFETY: acquired above.
+        unsafe { l.unlock() };
+        waited
+    });
+    let start = Instant::now();
+    while !arrival.is_finished() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the arrival waited behind a head that does not run"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let waited = arrival.join().unwrap();
+    assert!(
+        waited >= Duration::from_millis(1),
+        "took the lock past the mark after {waited:?}, before the 1 ms steal bound"
+    );
+    assert_eq!(
+        lock.tail().load(Ordering::SeqCst),
+        absent,
+        "the arrival queued"
+    );
+    assert_eq!(
+        me.node.next.load(Ordering::SeqCst),
+        0,
+        "the arrival linked behind the head"
+    );
+    lock.tail().store(0, Ordering::SeqCst);
+}
+
 /// One `#[test]` per shared test above, for lock type `$lock`.
 macro_rules! head_tests {
     ($name:ident, $lock:ty) => {
@@ -286,6 +338,10 @@ macro_rules! head_tests {
             #[test]
             fn head_forbids_stealing_after_the_steal_bound_only() {
                 super::head_forbids_stealing_after_the_steal_bound_only::<$lock>();
+            }
+            #[test]
+            fn arrival_takes_a_free_lock_past_an_absent_heads_mark() {
+                super::arrival_takes_a_free_lock_past_an_absent_heads_mark::<$lock>();
             }
         }
     };

@@ -540,9 +540,11 @@ impl<T: Tunables> RawHqLock<T> {
     fn lock_slow(&self) {
         let cfg = *self.tunables.config();
         // The lock may have been released since the fast path looked; while
-        // the global head is not running, spin for the lock rather than queue
-        // behind it.
-        if self.try_steal() || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal())
+        // the global head is not running (asleep, or absent behind its
+        // NO_STEAL mark), spin for the lock rather than queue behind it.
+        if self.try_steal()
+            || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal())
+            || node::steal_past_absent_head(&self.tail, &self.locked, &cfg)
         {
             return;
         }
@@ -1175,6 +1177,10 @@ mod tests {
             } else {
                 0
             }
+        }
+        fn naming(code: u32) -> u32 {
+            // Plain mode.
+            code << CODE_SHIFT
         }
     }
 

@@ -609,6 +609,63 @@ pub(crate) fn steal_while_head_asleep(
     false
 }
 
+/// While the queue head forbids stealing (`NO_STEAL`) but the lock word
+/// `locked` is free, watches the word for the steal bound; if it is free at
+/// every look, takes the lock past the mark (CAS `UNLOCKED` -> `LOCKED`) and
+/// returns true. Returns false at once if the word is held (or `HANDED`) or
+/// the mark absent, and as soon as the word is seen held; the caller then
+/// queues. Shared by CNA, the queued lock and HQ.
+///
+/// The head sets `NO_STEAL` only while it runs and lifts it before it yields
+/// or naps ([`HeadWait`]), but a head preempted while it spins gets no chance
+/// to: the lock then stays free behind a mark no running thread may pass, and
+/// every arrival queues and parks behind the absent head until the scheduler
+/// runs it again, a whole time slice (what paravirt qspinlock's hybrid mode,
+/// Linux `qspinlock_paravirt.h`, avoids by letting waiters steal whenever the
+/// head is not running). A running head looks at the word at least every
+/// batch of spin hints (~400 ns, see `crate::backoff`) and takes a free lock at
+/// once, so a word seen free throughout the bound (10 us by default, 25 times
+/// the poll interval) means the head is away. A wrong guess costs one
+/// steal, which the steal bound's own in-flight races already allow.
+///
+/// Only with a finite nonzero bound: strict FIFO (`steal_bound_ns == 0`)
+/// keeps the mark set for the whole queue by request, and with no bound
+/// (`u64::MAX`) the mark is never set.
+pub(crate) fn steal_past_absent_head(
+    tail: &AtomicU32,
+    locked: &AtomicU32,
+    cfg: &crate::Config,
+) -> bool {
+    use crate::raw_lock::{LOCKED, NO_STEAL, UNLOCKED};
+    let bound = cfg.steal_bound_ns;
+    if bound == 0 || bound == u64::MAX {
+        return false;
+    }
+    let mut spin = crate::backoff::SpinWait::new(bound);
+    let mut started = None;
+    loop {
+        // Relaxed: both are hints that only pick the moment to try; the CAS
+        // acquires.
+        if locked.load(Ordering::Relaxed) != UNLOCKED {
+            return false;
+        }
+        let forbidden = tail.load(Ordering::Relaxed) & NO_STEAL != 0;
+        let now = crate::sync::now_ns();
+        let since = *started.get_or_insert(now);
+        if !forbidden || now.saturating_sub(since) >= bound {
+            if forbidden {
+                crate::sync::event("steal-past-absent-head");
+            }
+            // Acquire on success: pairs with the Release store of the unlock
+            // that made the word UNLOCKED. Relaxed on failure: nothing acquired.
+            return locked
+                .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok();
+        }
+        spin.snooze();
+    }
+}
+
 /// The queue head's wait for the lock word, shared by CNA's (and the queued
 /// lock's) queue head and HQ's global head: everything but the acquisition
 /// attempts themselves, which differ per lock. `tail` is the lock's tail word
@@ -619,7 +676,8 @@ pub(crate) fn steal_while_head_asleep(
 ///   was held, it forbids stealing; it lets stealers in again whenever it is
 ///   about to give up its CPU (off the CPU nobody could take a free lock
 ///   behind it, and once it runs again the bound, long passed, forbids at
-///   once), so `NO_STEAL` is set only while the head runs.
+///   once), so `NO_STEAL` is set only while the head runs, or until an
+///   arrival finds it preempted ([`steal_past_absent_head`]).
 /// - **Naps** with [`WaitPolicy::Park`](crate::WaitPolicy::Park): once its
 ///   spin budget is spent the head sleeps [`HEAD_NAP_NS`] at a time, and marks
 ///   the lock `HEAD_ASLEEP` before the first nap so that arrivals take a free

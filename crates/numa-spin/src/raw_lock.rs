@@ -30,7 +30,11 @@
 //! path's steal attempt then fail until the head has acquired and cleared the flag.
 //! A thread that read the tail word just before the flag was set may still complete
 //! its CAS: at most one such in-flight steal per thread, so the bound holds up to one
-//! steal per running thread. With `steal_bound_ns == 0` the flag is set by the
+//! steal per running thread. The head lifts the flag before it yields or naps;
+//! a head preempted while it spins cannot, so an arrival that finds the lock
+//! free behind the flag watches the word for `steal_bound_ns` and, if it stayed
+//! free throughout, takes it past the flag (`node::steal_past_absent_head`).
+//! With `steal_bound_ns == 0` the flag is set by the
 //! enqueue itself and kept until the queue is empty, which makes the lock FIFO up to
 //! those in-flight races.
 //!

@@ -523,6 +523,56 @@ fn steal_races_head_bound_positive() {
     );
 }
 
+/// Main holds the lock and records; H queues as head with a steal bound of
+/// one logical tick, so it forbids stealing (`NO_STEAL`) at its first look at
+/// the held lock, and lifts the mark again before it naps; main releases and
+/// W arrives. Where H is preempted with the mark set, W finds the lock free
+/// behind it, watches the word for the bound and takes the lock past the mark
+/// (`node::steal_past_absent_head`). Every critical section comes after
+/// main's (loom checks the log cell, so the steal's CAS must acquire main's
+/// release) and both H and W acquire; some execution takes the steal.
+fn steal_past_absent_head<L: ModelLock>() {
+    let cfg = config(u64::MAX, loom_hooks::LOOM_TICK_NS);
+    let event = "steal-past-absent-head";
+    let before = loom_hooks::loom_event_count(event);
+    model(move || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<L>::new(cfg);
+        shared.lock.acquire();
+        shared.record(0);
+        let head = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.critical(1, false))
+        };
+        wait_for_enqueues(1);
+        // SAFETY: acquired above.
+        unsafe { shared.lock.release() };
+        let arrival = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.critical(2, false))
+        };
+        head.join().unwrap();
+        arrival.join().unwrap();
+        let log = shared.log();
+        assert_eq!(log.len(), 3);
+        assert_eq!(log[0], 0);
+    });
+    assert!(
+        loom_hooks::loom_event_count(event) > before,
+        "no execution took the lock past an absent head's mark"
+    );
+}
+
+#[test]
+fn steal_past_absent_head_cna() {
+    steal_past_absent_head::<Cna>();
+}
+
+#[test]
+fn steal_past_absent_head_hq() {
+    steal_past_absent_head::<Hq>();
+}
+
 // ---- unlock_fair to the only waiter, then a new arrival --------------------------
 
 /// Main holds the lock with E queued as head; W arrives while main releases with
