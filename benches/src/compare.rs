@@ -220,6 +220,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         hog_threads: opts.hog_threads,
         idle_gaps: opts.idle_gaps,
         workloads: workload_lines(&opts.workloads),
+        wake_latency: opts.idle_gaps.then(crate::machine::measure_wake_latency),
     };
     let bar = if opts.progress {
         ProgressBar::new(n_runs as u64)

@@ -43,8 +43,12 @@
 //!   the published number is the previous holder's, records the gap since then.
 //!   Stamping after unlock keeps a releaser preempted between stamp and unlock
 //!   from counting as idle time (a releaser preempted after unlock stamps late,
-//!   which only shortens the gap). The result is a lower bound (gaps seen only
-//!   by unsampled waiters are missed) with a resolution of 32 ns. Off by default:
+//!   which only shortens the gap). The gap ends when the next holder reads its
+//!   clock, so it also counts the lock's own work after its acquiring atomic
+//!   (the queue locks pass head-ship there, which may wake a parked successor)
+//!   and a preemption in that window. Gaps seen only by unsampled waiters are
+//!   missed; the resolution is 32 ns. The header gives the machine's wake-up
+//!   latency beside it (`machine::WakeLatency`). Off by default:
 //!   while a sampled waiter waits, every hand-off reads the clock twice more
 //!   (~50 ns), which lengthens short critical sections.
 //! - For `rwlock`, node switches and the penalty concern write acquisitions only:

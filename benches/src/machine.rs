@@ -7,6 +7,8 @@
 //! [`numa_topology::set_current_thread_node`]; nothing is bound then, and every
 //! report says the nodes are virtual.
 
+use std::time::{Duration, Instant};
+
 use crate::BenchError;
 
 /// What the benchmark knows about the machine.
@@ -63,6 +65,57 @@ pub fn load_average() -> Option<f64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// How late this machine wakes a sleeping thread, measured by
+/// [`wake_latency`]: how long sleeps of `sleep_ns` really took.
+///
+/// Every lock that puts waiters to sleep (parking, a queue head's naps) hands
+/// the lock over no faster than the machine wakes a thread: an idle-while-waited
+/// gap (`--idle-gaps`) as long as `max_ns` can be the OS's or hypervisor's
+/// wake-up rather than the lock's. On a virtual machine an idle vCPU is woken
+/// by its host, which may be running something else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WakeLatency {
+    /// The requested sleep, ns.
+    pub sleep_ns: u64,
+    /// Sleeps measured.
+    pub sleeps: u64,
+    /// Mean time a sleep took, ns (the requested time included).
+    pub mean_ns: u64,
+    /// Longest time a sleep took, ns.
+    pub max_ns: u64,
+    /// Sleeps that took longer than 1 ms.
+    pub over_1ms: u64,
+}
+
+/// Sleeps `sleep` (`std::thread::sleep`) again and again for `window` on the
+/// calling thread, timing each sleep with `Instant`; at least one sleep.
+pub fn wake_latency(sleep: Duration, window: Duration) -> WakeLatency {
+    let start = Instant::now();
+    let (mut sleeps, mut total, mut max, mut over) = (0u64, 0u64, 0u64, 0u64);
+    while sleeps == 0 || start.elapsed() < window {
+        let t = Instant::now();
+        std::thread::sleep(sleep);
+        let took = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        sleeps += 1;
+        total = total.saturating_add(took);
+        max = max.max(took);
+        over += u64::from(took > 1_000_000);
+    }
+    WakeLatency {
+        sleep_ns: u64::try_from(sleep.as_nanos()).unwrap_or(u64::MAX),
+        sleeps,
+        mean_ns: total / sleeps,
+        max_ns: max,
+        over_1ms: over,
+    }
+}
+
+/// [`wake_latency`] as the reports state it: 20 us sleeps (a numa-spin
+/// queue head's nap) for 1 s.
+pub fn measure_wake_latency() -> WakeLatency {
+    wake_latency(Duration::from_micros(20), Duration::from_secs(1))
 }
 
 /// Where the threads of one run go.
@@ -172,6 +225,20 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn wake_latency_times_every_sleep() {
+        let w = wake_latency(Duration::from_micros(200), Duration::from_millis(20));
+        assert_eq!(w.sleep_ns, 200_000);
+        // A 200 us sleep never returns early, so 20 ms hold at most 100.
+        assert!((1..=100).contains(&w.sleeps), "{w:?}");
+        assert!(w.mean_ns >= w.sleep_ns && w.max_ns >= w.mean_ns, "{w:?}");
+        assert!(w.over_1ms <= w.sleeps, "{w:?}");
+        // One sleep at least, however short the window.
+        let once = wake_latency(Duration::from_millis(2), Duration::ZERO);
+        assert_eq!(once.sleeps, 1);
+        assert!(once.max_ns >= 2_000_000 && once.over_1ms == 1, "{once:?}");
     }
 
     #[test]

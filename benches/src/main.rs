@@ -99,7 +99,9 @@ struct Common {
     hog: usize,
     /// Measure the longest time the lock was free while a sampled waiter waited
     /// (idle_while_waited_max_ns, mutex workloads; a lower bound). Costs two clock
-    /// reads per critical section while a sampled waiter waits.
+    /// reads per critical section while a sampled waiter waits. The header then
+    /// also gives the machine's wake-up latency (1 s of 20 us sleeps, measured
+    /// before the points): gaps that long can be the machine's, not the lock's.
     #[arg(long)]
     idle_gaps: bool,
 }
@@ -286,6 +288,8 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
         hog_threads: args.common.hog,
         idle_gaps: args.common.idle_gaps,
     };
+    let idle_gaps = args.common.idle_gaps && args.workload != WorkloadName::RwLock;
+    let wake_latency = idle_gaps.then(numa_bench::machine::measure_wake_latency);
     let runs = (0..args.repeat)
         .map(|_| run_point(&cfg))
         .collect::<Result<Vec<_>, _>>()?;
@@ -307,8 +311,9 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
         latency_clock_overhead_ns: p.latency_clock_overhead_ns,
         repeat: args.repeat,
         hog_threads: args.common.hog,
-        idle_gaps: args.common.idle_gaps && args.workload != WorkloadName::RwLock,
+        idle_gaps,
         workloads: vec![format!("{}: {}", p.workload, p.workload_params)],
+        wake_latency,
     };
     print!("{}", cond.header());
     if args.workload == WorkloadName::RwLock {

@@ -40,6 +40,10 @@ pub struct Conditions {
     /// Each workload's parameters (`name: params`), in run order.
     #[serde(default)]
     pub workloads: Vec<String>,
+    /// The machine's wake-up latency, measured before the points with
+    /// `--idle-gaps`.
+    #[serde(default)]
+    pub wake_latency: Option<crate::machine::WakeLatency>,
 }
 
 fn one() -> usize {
@@ -110,6 +114,18 @@ impl Conditions {
         if self.idle_gaps {
             s.push_str(
                 "# idle_us: longest time the lock was free while a sampled waiter waited, us (a lower bound)\n",
+            );
+        }
+        if let Some(w) = &self.wake_latency {
+            let _ = writeln!(
+                s,
+                "# wake-up latency: a {} us sleep took {:.0} us on average, {:.2} ms at most, {} of {} over 1 ms \
+                 (measured before the points): idle gaps this long can be the machine waking a thread, not the lock",
+                w.sleep_ns / 1000,
+                w.mean_ns as f64 / 1e3,
+                w.max_ns as f64 / 1e6,
+                w.over_1ms,
+                w.sleeps
             );
         }
         for w in &self.workloads {
@@ -318,6 +334,7 @@ mod tests {
             hog_threads: 1,
             idle_gaps: false,
             workloads: vec!["kv: keys=10".into()],
+            wake_latency: None,
         };
         let h = c.header();
         assert!(
@@ -337,5 +354,20 @@ mod tests {
         c.nodes = 1;
         let h = c.header();
         assert!(!h.contains("VIRTUAL") && h.contains("spins 300 ns"), "{h}");
+        assert!(!h.contains("wake-up latency"), "{h}");
+        c.wake_latency = Some(crate::machine::WakeLatency {
+            sleep_ns: 20_000,
+            sleeps: 25_000,
+            mean_ns: 117_400,
+            max_ns: 7_007_423,
+            over_1ms: 16,
+        });
+        let h = c.header();
+        assert!(
+            h.contains(
+                "# wake-up latency: a 20 us sleep took 117 us on average, 7.01 ms at most, 16 of 25000 over 1 ms"
+            ),
+            "{h}"
+        );
     }
 }
