@@ -90,7 +90,9 @@ pub struct Config {
     pub spin_budget_ns: u64,
     /// Lock stealing bound, in ns: a thread arriving while the lock is free may take
     /// it ahead of the queue until the queue head has waited this long; then the
-    /// head forbids stealing until it acquires. 0 = strict FIFO (no stealing past a
+    /// head forbids stealing until it acquires, or until an arrival has seen the
+    /// lock free behind the flag for this long again (the head was preempted
+    /// before it could lift it). 0 = strict FIFO (no stealing past a
     /// queued waiter, except the bounded in-flight races documented on
     /// [`RawLock`](crate::RawLock)), `u64::MAX` = always allow stealing, with
     /// no bound: a queued waiter can then starve while running threads keep
