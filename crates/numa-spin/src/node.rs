@@ -612,9 +612,10 @@ pub(crate) fn steal_while_head_asleep(
 /// While the queue head forbids stealing (`NO_STEAL`) but the lock word
 /// `locked` is free, watches the word for the steal bound; if it is free at
 /// every look, takes the lock past the mark (CAS `UNLOCKED` -> `LOCKED`) and
-/// returns true. Returns false at once if the word is held (or `HANDED`) or
-/// the mark absent, and as soon as the word is seen held; the caller then
-/// queues. Shared by CNA, the queued lock and HQ.
+/// returns true. A free word without the mark (stealing is allowed) is tried
+/// at once. Returns false when the word is held (or `HANDED`), at the first
+/// look or any later one, and when the CAS loses; the caller then queues.
+/// Shared by CNA, the queued lock and HQ.
 ///
 /// The head sets `NO_STEAL` only while it runs and lifts it before it yields
 /// or naps ([`HeadWait`]), but a head preempted while it spins gets no chance
