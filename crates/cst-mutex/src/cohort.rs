@@ -9,7 +9,8 @@
 //! | 1 | `WRITER_BIT` | `RawRwLock` only: a writer holds or drains the lock; readers wait |
 //! | 2 | `READERS_PARKED_BIT` | `RawRwLock` only: readers are parked on the lock |
 //! | 3 | `NODE_READERS_BIT` | `RawRwLock` only: readers may be counted on snode counters (set by such a reader before it enters, cleared by a writer that drained them) |
-//! | 4 .. `HALF` | parked count | threads parked on some snode of this lock |
+//! | 4 .. 8 | head count | snode-queue heads registered for a grant (see [`crate::queue`]) |
+//! | 8 .. `HALF` | parked count | threads parked on some snode of this lock |
 //! | `HALF` .. | fast readers | `RawRwLock` only: readers counted in the word itself |
 //!
 //! `HALF` is half the word (32 on 64-bit targets). The parked count is exact:
@@ -18,39 +19,45 @@
 //! that sees a count of 0 knows nobody sleeps: its release (one subtract for
 //! the mutex, one CAS for the rwlock's writer) is all it owes.
 //!
-//! # Algorithm (CST, Kashyap, Min, Kim, USENIX ATC 2017, adapted)
+//! # Algorithm (CST, Kashyap, Min, Kim, USENIX ATC 2017, sections 3-4, adapted)
 //!
-//! * Fast path: CAS `LOCKED_BIT` in; the mutex's unlock subtracts it
-//!   (parking_lot 0.13's release, one atomic subtract); the rwlock's writer
-//!   unlock CASes it out when nobody is parked.
-//! * Slow path: the waiter spins (bounded, [`SPIN_ROUNDS`]) while the lock is
-//!   likely to come soon, then gets (allocates on first use) the snode of its
-//!   node and parks on its queue: after the bounded spin, or at once when the
-//!   lock has at least as many parked waiters as the machine has CPUs. A
-//!   thread woken to compete that loses spins only while nobody else is
-//!   parked, then parks again.
-//! * Unlock with parked waiters (parking_lot's `unlock_slow` shape): the
-//!   unlocker picks the target snode by the cohort order (the unlocker's own
-//!   node while its batch is below the batch bound, then the next snode in
-//!   the cyclic list order with parked waiters) and wakes exactly one of its
-//!   waiters while still holding the lock. Inside the unpark callback, under
-//!   the snode's queue lock, the woken thread leaves the parked counts and
-//!   the lock is released in the same atomic step (barging: the woken thread
-//!   competes with running ones), or, for a node whose fairness deadline
-//!   (0.5 ms by default, the period parking_lot 0.12 used for its eventual
-//!   fairness) has passed and on
-//!   `unlock_fair`, handed off: the lock stays locked and ownership passes.
-//!   If the picked snode has nobody left (its waiter timed out), nothing
-//!   changed and the unlocker picks again; the lock is never released with
-//!   a wake-up still owed.
-//! * The mutex's subtracting release may free the lock with parked waiters:
-//!   then the unlocker takes the lock back (barging like any thread) and
-//!   runs the slow unlock above; if another thread took the lock first, the
-//!   wake-up is that thread's to make (its release sees the parked count), so
-//!   no parked waiter stays asleep beside a free lock with nobody left to
-//!   wake it.
+//! * Fast path: CAS `LOCKED_BIT` in; unlock CASes it out when nothing else
+//!   is set (for the mutex: the word is exactly `LOCKED_BIT`).
+//! * Untimed slow path ([`crate::queue`]): the waiter gets (allocates on
+//!   first use) the snode of its node and joins the snode's queue. Only the
+//!   queue's head waits for the lock; it registers in the snode and in the
+//!   word's head count, so unlocks take the slow path and can hand it the lock
+//!   with one store (a *grant*). The others spin on their own queue node, then
+//!   park on it; each new head wakes its successor ahead of its turn.
+//! * Timed waiters, and heads that spent their spin budget, spin on the word
+//!   (bounded, [`SPIN_ROUNDS`]) and then park on their snode's parking queue:
+//!   after the bounded spin, or at once when the lock has at least as many
+//!   parked waiters as the machine has CPUs. A thread woken to compete that
+//!   loses spins only while nobody else is parked, then parks again. A timed
+//!   waiter leaves the parking queue on its deadline.
+//! * Slow unlock, holding the lock (so nothing after the releasing step
+//!   touches the lock; see "Memory after unlock" in the crate docs), in this
+//!   order:
+//!   1. grant the registered head of the unlocker's own node while the node's
+//!      batch is below the batch bound (CST's local hand-off);
+//!   2. then, unless a parked waiter's fairness period (0.5 ms by default) is
+//!      over, grant the head of the next node in the cyclic snode order that
+//!      has one, or the own node's again (its batch restarts);
+//!   3. with parked waiters, pick the target snode by the cohort order (the
+//!      unlocker's own node while its batch is below the bound, then the next
+//!      snode in the cyclic order with parked waiters) and wake exactly one
+//!      of its waiters. Inside the unpark callback, under the snode's queue
+//!      lock, the woken thread leaves the parked counts and the lock is
+//!      released in the same atomic step (barging: it competes with running
+//!      ones), or, for a node whose fairness deadline has passed and on
+//!      `unlock_fair`, handed off: the lock stays locked and ownership passes.
+//!      If the picked snode has nobody left (its waiter timed out), nothing
+//!      changed and the unlocker picks again;
+//!   4. otherwise release the word with one CAS (it fails, and the unlocker
+//!      looks again, if a waiter parked or registered meanwhile).
 
 use crate::config;
+use crate::queue::{self, Queued};
 use crate::snode::{Snode, SnodeList};
 use crate::sync::{self, AtomicUsize, Ordering, ParkResult, ParkToken, UnparkToken};
 use std::time::Instant;
@@ -59,11 +66,16 @@ pub(crate) const LOCKED_BIT: usize = 1;
 pub(crate) const WRITER_BIT: usize = 2;
 pub(crate) const READERS_PARKED_BIT: usize = 4;
 pub(crate) const NODE_READERS_BIT: usize = 8;
-pub(crate) const PARKED_ONE: usize = 16;
+/// One registered snode-queue head (see [`crate::queue`]).
+pub(crate) const HEAD_ONE: usize = 16;
+/// The registered-head count: at most 15 heads register at once (one per
+/// snode); the heads of further nodes spin on the word unregistered.
+pub(crate) const HEAD_MASK: usize = 0xF0;
+pub(crate) const PARKED_ONE: usize = 256;
 pub(crate) const HALF: u32 = usize::BITS / 2;
-pub(crate) const PARKED_MASK: usize = ((1usize << HALF) - 1) & !15;
-/// The most threads the parked count holds: 2^28 - 1 on 64-bit targets,
-/// 2^12 - 1 = 4095 on 32-bit ones.
+pub(crate) const PARKED_MASK: usize = ((1usize << HALF) - 1) & !0xFF;
+/// The most threads the parked count holds: 2^24 - 1 on 64-bit targets,
+/// 2^8 - 1 = 255 on 32-bit ones.
 pub(crate) const PARKED_MAX: usize = PARKED_MASK / PARKED_ONE;
 pub(crate) const READER_ONE: usize = 1usize << HALF;
 pub(crate) const READER_MASK: usize = !((1usize << HALF) - 1);
@@ -212,12 +224,46 @@ impl Cohort {
     #[cold]
     pub(crate) fn lock_slow(&self, deadline: Option<Instant>) -> Option<usize> {
         #[cfg(numa_loom)]
-        sync::set_loom_handed(false);
+        {
+            sync::set_loom_handed(false);
+            sync::set_loom_queue_parked(false);
+        }
         let node = sync::current_node();
         let mut snode: Option<&Snode> = None;
         let mut round = 0u32;
         // A thread woken to compete re-parks at once while others are parked.
         let mut woken = false;
+        // Untimed waiters queue on their snode while the lock is not
+        // oversubscribed: with at least as many waiters parked as there are
+        // CPUs, the holder or the next head is likely not running, and a queue
+        // would only pass head-ship from one sleeper to the next; the waiter
+        // parks in the snode's parking queue at once instead (below). Under
+        // loom a thread without spin rounds parks at once too, so the models
+        // of the parking paths do not grow by the queue's steps.
+        // Relaxed: a heuristic.
+        if deadline.is_none()
+            && queue::budget_allows_queueing()
+            && parked_count(self.state.load(Ordering::Relaxed)) < sync::num_cpus()
+        {
+            // One look first: a lock that is free (a spurious failure of the
+            // fast path's weak CAS) is taken without allocating an snode.
+            if self.try_lock() {
+                return Some(node);
+            }
+            let sn = self.snodes.get_or_insert(node);
+            snode = Some(sn);
+            match queue::wait(self, sn) {
+                Queued::Acquired { granted } => {
+                    #[cfg(numa_loom)]
+                    sync::set_loom_handed(granted);
+                    #[cfg(not(numa_loom))]
+                    let _ = granted;
+                    return Some(node);
+                }
+                // The head spent its spin budget: park at once.
+                Queued::OutOfBudget => round = spin_rounds(),
+            }
+        }
         loop {
             // Relaxed: only a hint for the CAS below, which acquires.
             let s = self.state.load(Ordering::Relaxed);
@@ -309,6 +355,8 @@ impl Cohort {
                 }
             }
         };
+        #[cfg(feature = "stats")]
+        crate::stats::count(&snode.stats.parks);
         let timed_out = |_key: usize, _last: bool| {
             snode.hot.parked.fetch_sub(1, Ordering::Relaxed);
             self.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
@@ -339,65 +387,40 @@ impl Cohort {
             .map(drop)
     }
 
-    /// The mutex's release: subtracts `LOCKED_BIT` and returns the word before.
-    /// Anything else in it (parked waiters) makes the caller call
-    /// [`Cohort::unlock_released`].
-    #[inline]
-    pub(crate) fn release(&self) -> usize {
-        // Release: publishes the critical section to the next acquirer (its
-        // Acquire CAS of `LOCKED_BIT`, or a release sequence through the RMWs
-        // of the word in between).
-        self.state.fetch_sub(LOCKED_BIT, Ordering::Release)
-    }
-
-    /// After [`Cohort::release`] found more than `LOCKED_BIT` in the word: `s`
-    /// is the word after the release. While waiters are parked and the lock
-    /// is free, takes it back and runs [`Cohort::unlock_slow`] (which wakes
-    /// one, or hands it off), so the wake-up the release owed is made; a
-    /// thread that holds the lock meanwhile owes it instead (its own release
-    /// sees the parked count).
-    #[cold]
-    pub(crate) fn unlock_released(&self, mut s: usize, node: usize) {
-        loop {
-            if parked_count(s) == 0 || s & LOCKED_BIT != 0 {
-                return;
-            }
-            // Acquire: the slow unlock may hand the lock to a woken waiter,
-            // which synchronizes with us only (through the unpark); it must see
-            // the critical section of a thread that took and released the lock
-            // since our release.
-            match self.state.compare_exchange_weak(
-                s,
-                s | LOCKED_BIT,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return self.unlock_slow(s | LOCKED_BIT, node, false),
-                Err(x) => s = x,
-            }
-        }
-    }
-
-    /// Slow unlock: some thread is parked (or the rwlock has other bits set).
-    /// `s` is the last observed state; `node` is the unlocker's node
-    /// ([`UNKNOWN_NODE`] to look it up); `fair` forces a direct handoff.
+    /// Slow unlock: some thread is parked or registered as a queue head (or
+    /// the rwlock has other bits set). `s` is the last observed state; `node`
+    /// is the unlocker's node ([`UNKNOWN_NODE`] to look it up); `fair`
+    /// forces a hand-off when anyone waits.
     ///
-    /// With a parked count of 0 the lock is released with one CAS. Otherwise
-    /// exactly one parked thread is woken *while we still hold the lock*: the
-    /// release (or the handoff) happens inside the unpark callback, under the
-    /// queue lock of the snode the thread was parked on, together with the
-    /// parked-count decrement. If the picked snode has nobody left (its waiter
-    /// timed out meanwhile) nothing changed and we pick again. So the lock is
-    /// never released while a parked thread stays asleep without another
-    /// unlock coming to wake it (parking_lot's `unlock_slow` shape).
+    /// The order of the module docs: a grant to the own node's registered head
+    /// in its batch; a grant to another node's head (or the own one's, its
+    /// batch restarting) unless a parked waiter's fairness is due; a wake-up
+    /// of one parked waiter, released or handed the lock inside the unpark
+    /// callback; else the release CAS. Every one of these ends the unlock with
+    /// one releasing step (the grant's store, the callback's RMW, the CAS)
+    /// after which nothing of the lock is touched: the last unlocker of a lock
+    /// that another thread then frees is done with it.
     #[cold]
     pub(crate) fn unlock_slow(&self, mut s: usize, node: usize, fair: bool) {
         let mut node = node;
         loop {
+            if s & HEAD_MASK != 0 {
+                if node == UNKNOWN_NODE {
+                    node = sync::current_node();
+                }
+                if self.grant_own_in_batch(node) {
+                    return;
+                }
+                if (parked_count(s) == 0 || !self.parked_fairness_due())
+                    && self.grant_next_head(node)
+                {
+                    return;
+                }
+            }
             if parked_count(s) == 0 {
                 // Release: publishes the critical section to the next acquirer.
-                // The CAS fails if a waiter raised the parked count (its
-                // validate CASes the same word), so nobody parks unseen.
+                // The CAS fails if a waiter raised the parked or head count
+                // (both are RMWs of this word), so nobody waits unseen.
                 match self.state.compare_exchange(
                     s,
                     s & !LOCKED_BIT,
@@ -436,6 +459,74 @@ impl Cohort {
         }
     }
 
+    /// Grants the lock to the registered head of the unlocker's node while
+    /// the node's batch is below the batch bound. The batch is counted before
+    /// the grant (after it the lock is the head's) and taken back if nobody
+    /// was there to claim.
+    fn grant_own_in_batch(&self, node: usize) -> bool {
+        let Some(own) = self.snodes.find(node) else {
+            return false;
+        };
+        // Relaxed: the batch is written only by lock holders, ordered by the lock.
+        let batch = own.hot.batch.load(Ordering::Relaxed);
+        if batch >= config::unlock_batch_bound() || !queue::has_head(own) {
+            return false;
+        }
+        own.hot.batch.store(batch + 1, Ordering::Relaxed);
+        if queue::grant(self, own) {
+            return true;
+        }
+        own.hot.batch.store(batch, Ordering::Relaxed);
+        false
+    }
+
+    /// Grants the lock to the registered head of the next snode after the
+    /// unlocker's in the cyclic order, the unlocker's own last (then its
+    /// batch restarts): CST's move to the next socket at the batch's end.
+    fn grant_next_head(&self, node: usize) -> bool {
+        let own = self.snodes.find(node);
+        let Some(start) = own.map_or_else(|| self.snodes.first(), |o| self.snodes.next_cyclic(o))
+        else {
+            return false;
+        };
+        let mut cur = start;
+        loop {
+            if queue::has_head(cur) {
+                // Relaxed: batches are written only by lock holders.
+                let own_batch = own.map(|o| o.hot.batch.load(Ordering::Relaxed));
+                let cur_batch = cur.hot.batch.load(Ordering::Relaxed);
+                if let Some(o) = own {
+                    o.hot.batch.store(0, Ordering::Relaxed);
+                }
+                cur.hot.batch.store(1, Ordering::Relaxed);
+                if queue::grant(self, cur) {
+                    return true;
+                }
+                if let (Some(o), Some(b)) = (own, own_batch) {
+                    o.hot.batch.store(b, Ordering::Relaxed);
+                }
+                cur.hot.batch.store(cur_batch, Ordering::Relaxed);
+            }
+            match self.snodes.next_cyclic(cur) {
+                Some(n) if !std::ptr::eq(n, start) => cur = n,
+                _ => return false,
+            }
+        }
+    }
+
+    /// Whether a parked waiter may be owed its fairness hand-off: some snode
+    /// with parked waiters has no fairness period running yet or one that is
+    /// over. A hint read outside the queue locks (the wake-up decides under
+    /// the lock with [`config::fairness_due`]); it makes the unlock serve the
+    /// parking queues before the running heads.
+    fn parked_fairness_due(&self) -> bool {
+        let now = config::fairness_now();
+        self.snodes.iter().any(|sn| {
+            // Relaxed: hints (see above).
+            sn.hot.parked.load(Ordering::Relaxed) != 0 && config::fairness_hint(sn, now)
+        })
+    }
+
     /// Wakes one thread parked on `target` (for the requeue pseudo-snode: on
     /// [`Cohort::requeue_key`], where condvar waiters moved onto this lock sleep).
     /// The caller holds the lock. In the unpark callback (under the queue
@@ -453,7 +544,11 @@ impl Cohort {
             }
             // Relaxed: changed only under this queue lock, which orders it.
             target.hot.parked.fetch_sub(1, Ordering::Relaxed);
+            #[cfg(feature = "stats")]
+            crate::stats::count(&target.stats.wakeups);
             if fair || config::fairness_due(target, now) {
+                #[cfg(feature = "stats")]
+                crate::stats::count(&target.stats.parked_handoffs);
                 // Relaxed: the lock stays locked and ownership moves to the
                 // woken thread, which synchronizes with us through the parking
                 // lot's unpark (token handoff), not through this word.

@@ -133,6 +133,21 @@ pub(crate) fn fairness_due(snode: &Snode, now: u64) -> bool {
     due
 }
 
+/// Whether `snode`'s parked waiters may be owed their fairness hand-off at
+/// `now`: no period started yet, or the current one is over. A racy read
+/// outside the queue lock, for the unlock's choice between running heads and
+/// parked waiters; [`fairness_due`] decides under the lock.
+pub(crate) fn fairness_hint(snode: &Snode, now: u64) -> bool {
+    use crate::sync::Ordering;
+    #[cfg(numa_loom)]
+    if crate::sync::loom_fairness_due() {
+        return true;
+    }
+    // Relaxed: a hint.
+    let since = snode.hot.fair_since_ns.load(Ordering::Relaxed);
+    since == 0 || now.saturating_sub(since) >= FAIRNESS_NS.load(StdOrdering::Relaxed)
+}
+
 /// The fairness clock: ns since a process epoch, + 1 (0 means "no period
 /// started"). Read by the unlocker *before* it takes a parking-lot queue lock,
 /// so no clock read runs under a queue lock. Under loom: a per-thread logical

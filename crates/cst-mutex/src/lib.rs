@@ -169,12 +169,16 @@ mod fair;
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
 mod mutex;
+mod queue;
 mod raw_condvar;
 mod raw_mutex;
 mod raw_rwlock;
 mod remutex;
 mod rwlock;
 mod snode;
+#[cfg(feature = "stats")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
+mod stats;
 mod sync;
 
 /// The `lock_api` (0.5) this crate implements, re-exported as parking_lot does, so
@@ -202,6 +206,8 @@ pub use rwlock::{
     MappedRwLockReadGuard, MappedRwLockWriteGuard, RwLock, RwLockReadGuard,
     RwLockUpgradableReadGuard, RwLockWriteGuard,
 };
+#[cfg(feature = "stats")]
+pub use stats::Stats;
 
 /// Test hook for the loom models: sets the NUMA node the calling loom thread
 /// reports (loom threads share one OS thread, so `numa_topology`'s
@@ -244,6 +250,14 @@ pub fn __set_loom_fairness_due(due: bool) {
 #[doc(hidden)]
 pub fn __loom_handed() -> bool {
     sync::loom_handed()
+}
+
+/// Test hook for the loom models: whether the calling loom thread's last
+/// slow mutex acquisition parked on its snode-queue node. Not part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __loom_queue_parked() -> bool {
+    sync::loom_queue_parked()
 }
 
 #[cfg(all(test, not(numa_loom)))]

@@ -104,6 +104,19 @@ impl RawMutex {
         }
     }
 
+    /// The counters of this lock's contended paths, summed over its snodes
+    /// (feature `stats`; all zero until the lock was contended). For the
+    /// rwlock: its writer side (writers and upgradable readers).
+    #[cfg(feature = "stats")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
+    pub fn stats(&self) -> crate::Stats {
+        let mut s = crate::Stats::default();
+        for sn in self.cohort.snodes.iter() {
+            sn.stats.add_to(&mut s);
+        }
+        s
+    }
+
     /// The number of snodes this lock has allocated so far: one per node
     /// whose threads had to park on it, plus one once a
     /// [`RawCondvar`](crate::RawCondvar) waited with it (the queue of condvar
@@ -189,11 +202,12 @@ unsafe impl lock_api::RawMutex for RawMutex {
 
     #[inline]
     unsafe fn unlock(&self, guard: MutexGuardState) {
-        // One atomic subtract, as parking_lot 0.13's release; with parked
-        // waiters the wake-up follows (`Cohort::unlock_released`).
-        let old = self.cohort.release();
-        if old != LOCKED_BIT {
-            self.cohort.unlock_released(old & !LOCKED_BIT, guard.node);
+        // One CAS when nobody waits. Otherwise the slow unlock grants,
+        // wakes or hands off while still holding the lock, and its last step
+        // releases it: nothing touches the mutex after that, so the thread
+        // that takes it next may free it at once.
+        if let Err(s) = self.cohort.try_unlock_fast() {
+            self.cohort.unlock_slow(s, guard.node, false);
         }
     }
 

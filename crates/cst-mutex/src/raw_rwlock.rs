@@ -172,6 +172,19 @@ impl RawRwLock {
         }
     }
 
+    /// The counters of this lock's contended paths, summed over its snodes
+    /// (feature `stats`; all zero until the lock was contended). For the
+    /// rwlock: its writer side (writers and upgradable readers).
+    #[cfg(feature = "stats")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
+    pub fn stats(&self) -> crate::Stats {
+        let mut s = crate::Stats::default();
+        for sn in self.cohort.snodes.iter() {
+            sn.stats.add_to(&mut s);
+        }
+        s
+    }
+
     /// The number of snodes allocated so far (nodes that contended); each costs
     /// 128 bytes (waiter line + reader-counter line) until the lock is dropped.
     pub fn snode_count(&self) -> usize {

@@ -14,6 +14,7 @@
 //! the hot waiting counters, the reader counter; 384 bytes on x86-64 (128-byte
 //! `CachePadded` groups), 192 bytes where lines are 64 bytes and not paired.
 
+use crate::queue::SnodeQueue;
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 use std::ptr;
@@ -40,6 +41,9 @@ pub(crate) struct Snode {
     pub(crate) hot: CachePadded<Hot>,
     /// The per-node reader counter of `RawRwLock`, on its own line.
     pub(crate) readers: CachePadded<ReaderLine>,
+    /// Contended-path counters (feature `stats`), on their own line.
+    #[cfg(feature = "stats")]
+    pub(crate) stats: CachePadded<crate::stats::SnodeStats>,
 }
 
 /// The waiting counters of an snode.
@@ -55,6 +59,8 @@ pub(crate) struct Hot {
     /// direct handoff once a period has passed. `u64` on every target.
     /// Accessed only under the queue lock its waiters sleep on.
     pub(crate) fair_since_ns: AtomicU64,
+    /// The node's queue of untimed waiters (see [`crate::queue`]).
+    pub(crate) queue: SnodeQueue,
 }
 
 /// The per-node reader counter (on its own line, see [`Snode::readers`]).
@@ -72,10 +78,13 @@ impl Snode {
                 parked: AtomicUsize::new(0),
                 batch: AtomicU32::new(0),
                 fair_since_ns: AtomicU64::new(0),
+                queue: SnodeQueue::new(),
             }),
             readers: CachePadded::new(ReaderLine {
                 count: AtomicUsize::new(0),
             }),
+            #[cfg(feature = "stats")]
+            stats: CachePadded::new(crate::stats::SnodeStats::new()),
         }
     }
 

@@ -268,6 +268,20 @@ pub(crate) fn loom_handed() -> bool {
     loom_impl::HANDED.with(|h| h.get())
 }
 
+/// Under loom: records that the calling loom thread parked on its snode-queue
+/// node (reset by [`set_loom_handed`]'s caller at each slow acquisition).
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_queue_parked(parked: bool) {
+    loom_impl::QPARKED.with(|h| h.set(parked));
+}
+
+/// Test hook for loom models: whether the calling loom thread's last slow
+/// acquisition parked on its snode-queue node.
+#[cfg(numa_loom)]
+pub(crate) fn loom_queue_parked() -> bool {
+    loom_impl::QPARKED.with(|h| h.get())
+}
+
 #[cfg(numa_loom)]
 mod loom_impl {
     use super::model;
@@ -283,6 +297,7 @@ mod loom_impl {
         pub(super) static BATCH: Cell<u32> = Cell::new(0);
         pub(super) static FAIR_DUE: Cell<bool> = Cell::new(false);
         pub(super) static HANDED: Cell<bool> = Cell::new(false);
+        pub(super) static QPARKED: Cell<bool> = Cell::new(false);
     }
 
     struct Waiter {

@@ -11,8 +11,8 @@
 #![cfg(numa_loom)]
 
 use cst_mutex::{
-    __loom_handed, __set_loom_batch_bound, __set_loom_fairness_due, __set_loom_node,
-    __set_loom_spin_rounds, MutexGuardState, RawCondvar, RawMutex, RawRwLock,
+    __loom_handed, __loom_queue_parked, __set_loom_batch_bound, __set_loom_fairness_due,
+    __set_loom_node, __set_loom_spin_rounds, MutexGuardState, RawCondvar, RawMutex, RawRwLock,
 };
 use lock_api::{RawCondvar as _, RawCondvarTimed as _};
 use lock_api::{
@@ -976,17 +976,16 @@ fn mutex_barging_past_parked_waiters() {
     assert!(BARGES.load(StdOrdering::Relaxed) > 0);
 }
 
-/// The mutex's release is a subtract; finding a parked waiter W, the unlocker
-/// T takes the lock back to wake W, and here hands it off (T's fairness checks
-/// are all due). A barging thread H may take and release the lock between
-/// T's release and T's re-acquisition: W, woken holding the lock, synchronizes
-/// only with T (through the unpark), so it sees H's critical section only
-/// through the Acquire of T's re-acquiring CAS.
+/// The mutex's slow unlock keeps the lock held until its last step: finding
+/// a parked waiter W, the unlocker T hands it the lock (T's fairness checks are
+/// all due) without ever freeing the word, so a barging thread H can never
+/// run between T's section and W's (and nothing of the lock is touched after
+/// the step that gives it away: the next owner may free it at once).
 ///
-/// Counted: W was handed the lock and saw H's section (H ran between T's
-/// release and T's re-acquisition).
+/// Asserted: a W that was handed the lock saw T's section and not H's.
+/// Counted: W was handed the lock.
 #[test]
-fn mutex_reacquire_after_a_barging_section_hands_off() {
+fn mutex_handoff_keeps_the_lock_held_throughout() {
     static REACHED: StdCounter = StdCounter::new(0);
     model_bounded(2, || {
         let m = Arc::new(RawMutex::new());
@@ -1002,7 +1001,8 @@ fn mutex_reacquire_after_a_barging_section_hands_off() {
                 let seen = get(&cell);
                 // SAFETY: our acquisition.
                 unsafe { m.unlock(g) };
-                if handed && seen == 2 {
+                if handed {
+                    assert_eq!(seen, 1, "a section ran between the unlock and the hand-off");
                     REACHED.fetch_add(1, StdOrdering::Relaxed);
                 }
             })
@@ -1573,4 +1573,106 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
         SWITCHED.fetch_add(1, StdOrdering::Relaxed);
     });
     assert!(SWITCHED.load(StdOrdering::Relaxed) > 0);
+}
+
+/// The snode queue's grant: a waiter W of the holder's node, with a spin
+/// budget, queues, becomes its snode's head, registers and spins; the holder's
+/// unlock claims the registration and stores the lock into W's queue node
+/// (the word stays locked). W's section must see the holder's (the cell), and
+/// a grant must never be lost: W spinning out of its budget and withdrawing
+/// races the claim (with one spin round it withdraws after one look).
+///
+/// Counted: runs in which W got the lock by a grant.
+#[test]
+fn queue_grant_to_a_spinning_head() {
+    static GRANTED: StdCounter = StdCounter::new(0);
+    model(|| {
+        let m = Arc::new(RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        __set_loom_node(0);
+        let g = m.lock();
+        let w = {
+            let (m, cell) = (m.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(0);
+                __set_loom_spin_rounds(1);
+                let g = m.lock();
+                let handed = __loom_handed();
+                bump(&cell);
+                // SAFETY: our acquisition.
+                unsafe { m.unlock(g) };
+                handed
+            })
+        };
+        bump(&cell);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        let handed = w.join().unwrap();
+        let g = m.lock();
+        assert_eq!(get(&cell), 2);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        assert_eq!(m.parked_waiters(), 0);
+        if handed {
+            GRANTED.fetch_add(1, StdOrdering::Relaxed);
+        }
+    });
+    assert!(GRANTED.load(StdOrdering::Relaxed) > 0, "no grant");
+}
+
+/// Two queued waiters of one node behind a holder: the second one parks on
+/// its queue node and is woken by head-ship (or the first one's wake-ahead);
+/// both get in, in either order of arrival, with their sections ordered.
+///
+/// Counted: runs in which a waiter parked on its queue node.
+///
+/// Preemption bound 1 (`CST_LOOM_DEEP` raises it): three threads and the
+/// queue's steps.
+#[test]
+fn queue_headship_wakes_a_parked_waiter() {
+    static QPARKED: StdCounter = StdCounter::new(0);
+    model_deep(1, 200_000, || {
+        let m = Arc::new(RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        __set_loom_node(0);
+        let g = m.lock();
+        let ws: Vec<_> = (0..2)
+            .map(|_| {
+                let (m, cell) = (m.clone(), cell.clone());
+                thread::spawn(move || {
+                    __set_loom_node(0);
+                    __set_loom_spin_rounds(1);
+                    let g = m.lock();
+                    let parked = __loom_queue_parked();
+                    bump(&cell);
+                    // SAFETY: our acquisition.
+                    unsafe { m.unlock(g) };
+                    parked
+                })
+            })
+            .collect();
+        // Let the waiters queue and spin (yields cost no preemption).
+        for _ in 0..4 {
+            thread::yield_now();
+        }
+        bump(&cell);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        let mut parked = false;
+        for w in ws {
+            parked |= w.join().unwrap();
+        }
+        let g = m.lock();
+        assert_eq!(get(&cell), 3);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        assert_eq!(m.parked_waiters(), 0);
+        if parked {
+            QPARKED.fetch_add(1, StdOrdering::Relaxed);
+        }
+    });
+    assert!(
+        QPARKED.load(StdOrdering::Relaxed) > 0,
+        "no waiter parked on its queue node"
+    );
 }
