@@ -322,7 +322,13 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
     print!("{}", table(std::slice::from_ref(&p)));
     println!("ops_per_thread: {:?}", p.ops_per_thread);
     match &p.lock_stats {
-        Some(s) => println!("lock_stats: {s:?}"),
+        Some(s) => {
+            println!("lock_stats: {s:?}");
+            let acq: u64 = p.ops_per_thread.iter().sum();
+            if let Some(per_1k) = numa_bench::metrics::stats_per_1k(s, acq) {
+                println!("lock_stats per 1k acquisitions: {per_1k}");
+            }
+        }
         None => println!("lock_stats: none (this lock keeps no counters)"),
     }
     Ok(())

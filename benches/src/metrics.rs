@@ -93,6 +93,23 @@ impl LatencySummary {
     }
 }
 
+/// A lock's event counters per 1000 acquisitions (`acquisitions` of the same
+/// run), as `name=value` pairs with one decimal: how many acquisitions parked,
+/// how many wake-ups an unlock issued, how many hand-offs went to a running
+/// waiter. Counters that are not per-acquisition events (`acquisitions`,
+/// `snodes`) are left out. `None` without acquisitions or events.
+pub fn stats_per_1k(stats: &crate::locks::LockStats, acquisitions: u64) -> Option<String> {
+    if acquisitions == 0 {
+        return None;
+    }
+    let parts: Vec<String> = stats
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "acquisitions" | "snodes"))
+        .map(|(k, &v)| format!("{k}={:.1}", v as f64 * 1000.0 / acquisitions as f64))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
+}
+
 /// The cost of one latency timing (`Instant::now()` then `elapsed()` with nothing
 /// between), ns: the median of 1001 back-to-back timings. Every acquire-latency
 /// sample includes it, so a p50 close to it means "acquired at once".
@@ -493,6 +510,25 @@ pub fn to_csv(points: &[Point]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn stats_per_1k_scales_events_and_skips_totals() {
+        let stats: crate::locks::LockStats = [
+            ("acquisitions".to_owned(), 4000),
+            ("snodes".to_owned(), 2),
+            ("parks".to_owned(), 30),
+            ("grants".to_owned(), 2000),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            stats_per_1k(&stats, 4000).as_deref(),
+            Some("grants=500.0 parks=7.5")
+        );
+        assert_eq!(stats_per_1k(&stats, 0), None);
+        let totals_only: crate::locks::LockStats = [("snodes".to_owned(), 1)].into_iter().collect();
+        assert_eq!(stats_per_1k(&totals_only, 10), None);
+    }
 
     #[test]
     fn fairness_of_equal_counts_is_half() {

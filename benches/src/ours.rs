@@ -3,7 +3,10 @@
 //! With this package's `lock-stats` feature (which turns on `numa_spin`'s
 //! `stats`), `cna`, `queued` and `hq` report their counters: acquisitions, contended acquisitions, same- and cross-node
 //! handoffs, secondary-queue flushes. `cst` and `cst-rw` report the number of
-//! snodes the lock allocated (nodes that contended on it).
+//! snodes the lock allocated (nodes that contended on it), and with `lock-stats`
+//! their contended-path counters (`cst_mutex::Stats`: acquisitions that queued in
+//! an snode queue, grants to a running queue head, parks, wake-ups, hand-offs to a
+//! parked waiter). `numa-bench run` prints them per 1k acquisitions too.
 
 use std::any::Any;
 
@@ -45,14 +48,56 @@ pub fn raw_stats(raw: &dyn Any) -> Option<LockStats> {
             return Some(spin_stats(l.stats()));
         }
     }
-    let snodes = if let Some(l) = raw.downcast_ref::<cst_mutex::RawMutex>() {
-        l.snode_count()
+    let (snodes, mut out) = if let Some(l) = raw.downcast_ref::<cst_mutex::RawMutex>() {
+        (l.snode_count(), cst_stats(l))
     } else if let Some(l) = raw.downcast_ref::<cst_mutex::RawRwLock>() {
-        l.snode_count()
+        (l.snode_count(), cst_stats(l))
     } else {
         return None;
     };
-    Some([("snodes".to_owned(), snodes as u64)].into_iter().collect())
+    out.insert("snodes".to_owned(), snodes as u64);
+    Some(out)
+}
+
+/// cst-mutex's contended-path counters (with `lock-stats`; none without).
+#[cfg(feature = "lock-stats")]
+fn cst_stats(l: &dyn CstCounters) -> LockStats {
+    let s = l.counters();
+    [
+        ("queued", s.queued),
+        ("grants", s.grants),
+        ("parks", s.parks),
+        ("wakeups", s.wakeups),
+        ("parked_handoffs", s.parked_handoffs),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+#[cfg(not(feature = "lock-stats"))]
+fn cst_stats(_: &dyn CstCounters) -> LockStats {
+    LockStats::new()
+}
+
+/// The cst-mutex raw locks that keep counters.
+trait CstCounters {
+    #[cfg(feature = "lock-stats")]
+    fn counters(&self) -> cst_mutex::Stats;
+}
+
+impl CstCounters for cst_mutex::RawMutex {
+    #[cfg(feature = "lock-stats")]
+    fn counters(&self) -> cst_mutex::Stats {
+        self.stats()
+    }
+}
+
+impl CstCounters for cst_mutex::RawRwLock {
+    #[cfg(feature = "lock-stats")]
+    fn counters(&self) -> cst_mutex::Stats {
+        self.stats()
+    }
 }
 
 /// `cna`: `numa_spin::RawMutex`, the CNA queue spinlock.

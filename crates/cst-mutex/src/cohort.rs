@@ -40,9 +40,12 @@
 //!   order:
 //!   1. grant the registered head of the unlocker's own node while the node's
 //!      batch is below the batch bound (CST's local hand-off);
-//!   2. then, unless a parked waiter's fairness period (0.5 ms by default) is
-//!      over, grant the head of the next node in the cyclic snode order that
-//!      has one, or the own node's again (its batch restarts);
+//!   2. once that batch is spent (or for `unlock_fair`), unless a parked
+//!      waiter's fairness period (0.5 ms by default) is over, grant the head
+//!      of the next node in the cyclic snode order that has one, or the own
+//!      node's again (its batch restarts); a node that merely has nobody
+//!      queued releases the word (step 4) for the other heads to take, so
+//!      running threads may still barge;
 //!   3. with parked waiters, pick the target snode by the cohort order (the
 //!      unlocker's own node while its batch is below the bound, then the next
 //!      snode in the cyclic order with parked waiters) and wake exactly one
@@ -143,6 +146,16 @@ pub(crate) const REQUEUE_NODE: usize = usize::MAX - 1;
 #[inline]
 pub(crate) fn parked_count(s: usize) -> usize {
     (s & PARKED_MASK) / PARKED_ONE
+}
+
+/// What [`Cohort::grant_own_in_batch`] did.
+enum OwnGrant {
+    /// The own node's head has the lock now.
+    Granted,
+    /// The own node's batch is spent: the lock should move to another node.
+    Exhausted,
+    /// The own node has no registered head (its batch ended).
+    NoHead,
 }
 
 /// The lock word plus the lazily built snode list: 2 words.
@@ -408,10 +421,20 @@ impl Cohort {
                 if node == UNKNOWN_NODE {
                     node = sync::current_node();
                 }
-                if self.grant_own_in_batch(node) {
-                    return;
-                }
-                if (parked_count(s) == 0 || !self.parked_fairness_due())
+                let exhausted = match self.grant_own_in_batch(node) {
+                    OwnGrant::Granted => return,
+                    OwnGrant::Exhausted => true,
+                    OwnGrant::NoHead => false,
+                };
+                // Another node's head is granted at the end of a batch (CST's
+                // move to the next node) or for `unlock_fair`; when the
+                // unlocker's node merely has nobody queued, the word is
+                // released below and the other heads take it by CAS, while
+                // running threads may barge (a grant to another node on every
+                // such unlock would make two threads of two nodes alternate
+                // strictly, each hand-off a cache miss).
+                if (exhausted || fair)
+                    && (parked_count(s) == 0 || !self.parked_fairness_due())
                     && self.grant_next_head(node)
                 {
                     return;
@@ -462,22 +485,25 @@ impl Cohort {
     /// Grants the lock to the registered head of the unlocker's node while
     /// the node's batch is below the batch bound. The batch is counted before
     /// the grant (after it the lock is the head's) and taken back if nobody
-    /// was there to claim.
-    fn grant_own_in_batch(&self, node: usize) -> bool {
+    /// was there to claim; a node with no head ends its batch (the run of
+    /// hand-offs within it is over).
+    fn grant_own_in_batch(&self, node: usize) -> OwnGrant {
         let Some(own) = self.snodes.find(node) else {
-            return false;
+            return OwnGrant::NoHead;
         };
         // Relaxed: the batch is written only by lock holders, ordered by the lock.
         let batch = own.hot.batch.load(Ordering::Relaxed);
-        if batch >= config::unlock_batch_bound() || !queue::has_head(own) {
-            return false;
+        if batch >= config::unlock_batch_bound() {
+            return OwnGrant::Exhausted;
         }
-        own.hot.batch.store(batch + 1, Ordering::Relaxed);
-        if queue::grant(self, own) {
-            return true;
+        if queue::has_head(own) {
+            own.hot.batch.store(batch + 1, Ordering::Relaxed);
+            if queue::grant(self, own) {
+                return OwnGrant::Granted;
+            }
         }
-        own.hot.batch.store(batch, Ordering::Relaxed);
-        false
+        own.hot.batch.store(0, Ordering::Relaxed);
+        OwnGrant::NoHead
     }
 
     /// Grants the lock to the registered head of the next snode after the

@@ -134,6 +134,18 @@ const PAUSE_ROUNDS: u32 = 7;
 #[cfg(not(numa_loom))]
 const YIELD_PHASE: std::time::Duration = std::time::Duration::from_micros(50);
 
+/// The spin rounds a head waits for the word before it registers for a
+/// grant: 4 (1 + 2 + 4 + 8 = 15 pauses, well under a microsecond). A lock
+/// whose holders leave quickly is taken from the word without the
+/// registration's two read-modify-writes of the word and the slow unlock it
+/// causes (two threads taking turns, for instance); a head that waits longer
+/// registers and is then handed the lock by its node's holders. Under loom a
+/// head registers at once.
+#[cfg(not(numa_loom))]
+const REGISTER_AFTER_ROUNDS: u32 = 4;
+#[cfg(numa_loom)]
+const REGISTER_AFTER_ROUNDS: u32 = 0;
+
 /// A waiter's spin budget: pauses, then yields for [`YIELD_PHASE`]; under
 /// loom, the loom thread's spin rounds (`__set_loom_spin_rounds`), each a
 /// yield.
@@ -150,6 +162,11 @@ impl Spin {
             #[cfg(not(numa_loom))]
             yield_start: None,
         }
+    }
+
+    /// The rounds spun so far.
+    pub(crate) fn rounds(&self) -> u32 {
+        self.round
     }
 
     /// One step of spinning; `false` (without spinning) once the budget is spent.
@@ -367,7 +384,8 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode) -> Option<bool> {
     // Relaxed: only we write our status now, until a holder that claimed us
     // grants (its claim reads our Release registration, after this store).
     q.status.store(HEAD, Ordering::Relaxed);
-    let registered = register(cohort, sn, me);
+    let mut registered = false;
+    let mut tried_to_register = false;
     let mut spin = Spin::new();
     loop {
         // Acquire: pairs with the grant's Release store, so the granting
@@ -393,6 +411,10 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode) -> Option<bool> {
                 return Some(false);
             }
             continue;
+        }
+        if !tried_to_register && spin.rounds() >= REGISTER_AFTER_ROUNDS {
+            tried_to_register = true;
+            registered = register(cohort, sn, me);
         }
         if spin.spin() {
             continue;
