@@ -27,7 +27,7 @@
 //!   first use) the snode of its node and joins the snode's queue. Only the
 //!   queue's head waits for the lock; it registers in the snode and in the
 //!   word's head count, so unlocks take the slow path and can hand it the lock
-//!   with one store (a *grant*). The others spin on their own queue node, then
+//!   with one swap (a *grant*). The others spin on their own queue node, then
 //!   park on it; each new head wakes its successor ahead of its turn.
 //! * Timed waiters, and heads that spent their spin budget, spin on the word
 //!   (bounded, [`SPIN_ROUNDS`]) and then park on their snode's parking queue:
@@ -247,34 +247,48 @@ impl Cohort {
         // A thread woken to compete re-parks at once while others are parked.
         let mut woken = false;
         // Untimed waiters queue on their snode while the lock is not
-        // oversubscribed: with at least as many waiters parked as there are
+        // oversubscribed: with at least as many waiters asleep (parked on the
+        // lock, or on their queue node in the own snode's queue) as there are
         // CPUs, the holder or the next head is likely not running, and a queue
-        // would only pass head-ship from one sleeper to the next; the waiter
-        // parks in the snode's parking queue at once instead (below). Under
-        // loom a thread without spin rounds parks at once too, so the models
-        // of the parking paths do not grow by the queue's steps.
-        // Relaxed: a heuristic.
-        if deadline.is_none()
-            && queue::budget_allows_queueing()
-            && parked_count(self.state.load(Ordering::Relaxed)) < sync::num_cpus()
-        {
-            // One look first: a lock that is free (a spurious failure of the
-            // fast path's weak CAS) is taken without allocating an snode.
+        // would only pass head-ship from one sleeper to the next (and make
+        // every waiter behind them wait for all of them); the waiter parks in
+        // the snode's parking queue at once instead (below). Under loom a
+        // thread without spin rounds parks at once too, so the models of the
+        // parking paths do not grow by the queue's steps.
+        if deadline.is_none() && queue::budget_allows_queueing() {
+            // A short spin on the word first (parking_lot_core's pause rounds,
+            // [`PAUSE_ROUNDS`]): a lock that comes free within a few hundred
+            // nanoseconds (a spurious failure of the fast path's weak CAS, two
+            // threads taking turns) is taken without allocating an snode and
+            // without the queue's steps; a queue forms only behind a holder
+            // that keeps the lock longer or behind other waiters.
             if self.try_lock() {
                 return Some(node);
             }
-            let sn = self.snodes.get_or_insert(node);
-            snode = Some(sn);
-            match queue::wait(self, sn) {
-                Queued::Acquired { granted } => {
-                    #[cfg(numa_loom)]
-                    sync::set_loom_handed(granted);
-                    #[cfg(not(numa_loom))]
-                    let _ = granted;
+            #[cfg(not(numa_loom))]
+            for round in 1..=PAUSE_ROUNDS {
+                spin_round(round);
+                if self.try_lock() {
                     return Some(node);
                 }
-                // The head spent its spin budget: park at once.
-                Queued::OutOfBudget => round = spin_rounds(),
+            }
+            let sn = self.snodes.get_or_insert(node);
+            snode = Some(sn);
+            // Relaxed: heuristics.
+            let asleep = parked_count(self.state.load(Ordering::Relaxed))
+                + sn.hot.queue_parked.load(Ordering::Relaxed);
+            if asleep < sync::num_cpus() {
+                match queue::wait(self, sn) {
+                    Queued::Acquired { granted } => {
+                        #[cfg(numa_loom)]
+                        sync::set_loom_handed(granted);
+                        #[cfg(not(numa_loom))]
+                        let _ = granted;
+                        return Some(node);
+                    }
+                    // The head spent its spin budget: park at once.
+                    Queued::OutOfBudget => round = spin_rounds(),
+                }
             }
         }
         loop {

@@ -7,29 +7,41 @@
 //! Blocking Synchronization Primitives", USENIX ATC 2017) to user-space Rust:
 //!
 //! * a **cohort of per-node snodes**: each NUMA node that contends on a lock gets
-//!   an snode holding that node's waiting queue (a `parking_lot_core` queue
-//!   keyed by the snode's address) and its reader counter; the snodes of a
-//!   lock form a list whose cyclic order is the global order;
-//! * **NUMA batching**: the unlocker serves its own node while the node's batch
-//!   lasts ([`batch_bound`], 128 by default), then the next node with waiters, so
-//!   the lock (and the data it protects) stays on one node for a while but no
-//!   node starves;
+//!   an snode holding that node's **queue of waiters** (MCS-style, each waiter
+//!   spinning on its own queue node), its parking queue (a `parking_lot_core`
+//!   queue keyed by the snode's address) and its reader counter; the snodes of
+//!   a lock form a list whose cyclic order is the global order;
+//! * **hand-off to a running waiter** (CST, section 3.2): only the first
+//!   waiter of a node's queue, the *head*, waits for the lock; once it has
+//!   waited a moment (about 15 pauses) with others queued behind it, it
+//!   registers, and an unlock by a thread of its node hands it the lock with
+//!   one atomic swap into its queue node (a *grant*: no futex call, the lock
+//!   word stays held). The head passes head-ship to the next waiter before its
+//!   critical section and wakes the one after it if it slept, so the next head
+//!   is running when its turn comes;
+//! * **NUMA batching**: the unlocker grants its own node's head while the
+//!   node's batch lasts ([`batch_bound`], 128 by default), then the head of
+//!   the next node that has one, so the lock (and the data it protects) stays
+//!   on one node for a while but no node starves;
 //! * **lazy allocation**: snodes are allocated the first time a thread of that
 //!   node contends and freed when the lock is dropped; an uncontended lock is
 //!   two words and allocates nothing;
-//! * **spin, then park**: a waiter spins (three short rounds of `pause`, then
-//!   up to 7 yields) while the lock is likely to come soon, and parks after that
-//!   bounded spin, or at once when the lock already has at least as many
-//!   parked waiters as the machine has CPUs
-//!   ([`std::thread::available_parallelism`], cached);
-//! * **every slow unlock wakes exactly one parked thread** (`parking_lot`'s
-//!   shape): while anyone is parked, the unlocker picks the snode to serve by
-//!   the cohort order, wakes one of its waiters and releases the lock in the
-//!   same step, under that snode's queue lock. The parked set drains, so the
-//!   fast paths come back; a woken thread that loses the race to a running
-//!   one re-parks at once while others are parked. (CST itself passes the
-//!   lock to an *active*, spinning waiter ahead of parked ones; measured here
-//!   that kept parked threads parked and every unlock on the slow path.)
+//! * **spin, then park**: a waiter first spins on the lock word for three short
+//!   rounds of `pause`; then it queues. Queued waiters spin (up to 127 pauses,
+//!   then yields for up to 50 us) and park on their queue node; a head with
+//!   nobody behind it spins like parking_lot's waiters (3 pause rounds, 7
+//!   yields), and a head out of budget leaves the queue for the node's parking
+//!   queue. Waiters skip the queue and park at once when as many waiters are
+//!   asleep as the machine has CPUs ([`std::thread::available_parallelism`],
+//!   cached): the machine is oversubscribed and the holder or the next head is
+//!   likely not running;
+//! * **parked waiters are woken one at a time** (`parking_lot`'s shape): an
+//!   unlock that finds no head to grant and a parked waiter picks the snode to
+//!   serve by the cohort order, wakes one of its waiters and releases the lock
+//!   in the same step, under that snode's queue lock. A woken thread that
+//!   loses the race to a running one re-parks at once while others are parked;
+//! * **timed waiters** (`try_lock_for`, `try_lock_until`) spin and then park
+//!   in the parking queue, which they can leave at their deadline;
 //! * **never idle while a running thread wants it**: without an owed handoff the
 //!   woken thread competes with running ones (barging);
 //! * **condvar requeue**: `notify_all` wakes one waiter and moves the rest,
@@ -83,13 +95,16 @@
 //!
 //! * `size_of::<Mutex<()>>()` = `size_of::<RwLock<()>>()` = 16 bytes,
 //!   `size_of::<Condvar>()` = 16 bytes (64-bit targets).
-//! * Each node that has contended adds one 128-byte snode (2 cache lines: the
-//!   waiter state, then the reader counter on its own line; the same snode type
-//!   serves the mutex and the rwlock). A contended lock on an N-node machine
-//!   costs at most 16 + 128 N bytes (N = 2: 272 bytes, N = 8: 1040 bytes) plus
-//!   the allocator's overhead, against ~1.6 KB for an eagerly allocated cohort
-//!   lock, and only until the lock is dropped. Parked threads use
-//!   `parking_lot_core`'s global table (per thread, not per lock).
+//! * Each node that has contended adds one snode of 384 bytes on x86-64
+//!   (three 128-byte `CachePadded` groups: the identity, the waiting state and
+//!   queue, the reader counter; 192 bytes where lines are 64 bytes and not
+//!   paired; one more group with feature `stats`; the same snode type serves
+//!   the mutex and the rwlock). A contended lock on an N-node machine costs at
+//!   most 16 + 384 N bytes on x86-64 (N = 2: 784 bytes, N = 8: 3088 bytes)
+//!   plus the allocator's overhead, and only until the lock is dropped. A
+//!   queued waiter's queue node (128 bytes) lives on its own stack for the
+//!   wait. Parked threads use `parking_lot_core`'s global table (per thread,
+//!   not per lock).
 //!
 //! # Examples
 //!
@@ -110,23 +125,26 @@
 //!
 //! # Performance
 //!
-//! Pure contention (empty critical section, no delay), 2 virtual nodes, on a
-//! shared 2-CPU VM with a load average of 8-13 from other work, medians of 3
-//! interleaved 2 s runs of
-//! `numa-bench run --workload locktorture --cs 0 --delay 0 --lines 1 --virtual-nodes 2`:
-//!
-//! | threads | `cst` ops/us | `parking_lot` ops/us | fairness factor cst / pl | node switches per 1k, cst / pl |
-//! | --- | --- | --- | --- | --- |
-//! | 1 | 29.8 | 28.9 | - | 0 / 0 |
-//! | 2 | 25.7 | 29.0 | 0.51 / 0.51 | 1.2 / 0.0 |
-//! | 32 | 26.6 | 31.1 | 0.68 / 0.61 | 1.3 / 8.3 |
-//!
-//! The nodes are virtual (one real node): the node-switch column shows the
-//! ordering, not an interconnect saving. Benchmarks, not unit tests, check speed.
+//! On the 2-CPU development machine (a KVM guest, one real NUMA node, 2
+//! virtual nodes; `numa-bench compare --locks cst,parking_lot --workloads
+//! locktorture,kv --threads 1,2,8,32 --repeat 3 --duration 1s
+//! --virtual-nodes 2`, ratios to `parking_lot` in the same run) the queue took
+//! locktorture at 8 and 32 threads from 0.95-0.99x to 1.2-1.3x, and its node
+//! switches from 200-360 to 5-13 per 1000 acquisitions; 1 and 2 threads and
+//! kv stayed within the run-to-run spread (0.9-1.05x). The nodes are virtual:
+//! the node-switch column shows the ordering, not an interconnect saving, and
+//! at most two threads run at once, so contention between running threads
+//! is not seen here. Benchmarks, not unit tests, check speed.
 //!
 //! # Cargo features
 //!
-//! None. The crate builds with `--cfg numa_loom` for the loom models
+//! * `stats`: counters of the contended paths (`Stats`: acquisitions that
+//!   queued, grants, parks, wake-ups, hand-offs to a parked waiter), kept in
+//!   the snodes (one more cache-line group each), read with
+//!   `RawMutex::stats` / `RawRwLock::stats`;
+//! * `lock_api_04`, `arc_lock`, `serde`, `owning_ref`: see `Cargo.toml`.
+//!
+//! The crate builds with `--cfg numa_loom` for the loom models
 //! (`tests/loom.rs`); then the `INIT`/`const fn new` constructors are replaced
 //! by non-`const` ones (`RawMutex::INIT` and friends fail to compile; use
 //! `RawMutex::new()` with `lock_api::Mutex::from_raw`).
@@ -134,7 +152,7 @@
 //! # Inside a global allocator
 //!
 //! Not supported. The locks allocate through the global allocator when a
-//! node first contends (its 128-byte snode, and the condvar's requeue
+//! node first contends (its snode, and the condvar's requeue
 //! pseudo-snode on the first wait), the slow paths ask `numa_topology` for
 //! the current node (its lazy initialization may allocate), and parking
 //! goes through `parking_lot_core`, which allocates its hash table through
@@ -147,9 +165,10 @@
 //! # Limits
 //!
 //! The state word packs counters (bit table in the `cohort` module): on
-//! 64-bit targets up to 2^28 - 1 threads parked per lock and 2^32 - 1
-//! fast-path readers, on 32-bit targets 2^12 - 1 = 4095 and 2^16 - 1 = 65535.
-//! More waiters than that yield instead of parking; more readers register on
+//! 64-bit targets up to 2^24 - 1 threads parked per lock and 2^32 - 1
+//! fast-path readers, on 32-bit targets 2^8 - 1 = 255 and 2^16 - 1 = 65535,
+//! and up to 15 registered queue heads (the heads of further nodes wait for
+//! the word unregistered). More waiters than that yield instead of parking; more readers register on
 //! their node's counter; a `notify_all` whose requeued waiters would not fit
 //! wakes them all instead. Threads are not pinned: a thread that migrates between
 //! nodes is served as a member of the node it queued on (a stale node costs

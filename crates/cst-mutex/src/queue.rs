@@ -14,14 +14,18 @@
 //! * **Wait for head-ship**: a waiter with a predecessor spins on its own
 //!   `status` for its budget ([`Spin`]), then parks on its node's key
 //!   ([`QNode::park_key`]) after announcing it (`WAITING -> PARKED`).
-//! * **Head**: the head registers itself in the snode (`SnodeQueue::head`)
-//!   and counts itself in the lock word (`HEAD_ONE`), so every release of the
-//!   word takes the slow unlock, then spins on the lock word and on its own
+//! * **Head**: the head spins on the lock word. With nobody queued behind it,
+//!   it spins like a lone waiter (a few pauses, then yields) and takes the
+//!   word when it comes free. With a successor, after a few pause rounds it
+//!   registers: it counts itself in the lock word (`HEAD_ONE`), so every
+//!   release of the word takes the slow unlock, and puts its node in the
+//!   snode (`SnodeQueue::head`); then it spins on the word and on its own
 //!   `status`. It gets the lock in one of two ways:
-//!   - a holder's unlock *grants* it (`Cohort::grant_head`): the holder claims
-//!     the registration (a CAS of `head` to null), and stores `GRANTED` into
-//!     the head's `status`; the lock word stays locked throughout, so the grant
-//!     is a hand-off with one store, no futex call;
+//!   - a holder's unlock *grants* it ([`grant`]): the holder claims the
+//!     registration (a CAS of `head` to null) and swaps `GRANTED` into the
+//!     head's `status`; the lock word stays locked throughout, so the grant is
+//!     a hand-off with one swap and no futex call (unless the head lost its
+//!     withdrawal to the claim and went to sleep meanwhile);
 //!   - it finds the word free and takes it with a CAS (barging, like any
 //!     arrival), leaving its count in the same CAS.
 //!
@@ -51,7 +55,7 @@
 //! unrelated waiter of this crate parked on the same stack address: every
 //! waiter re-checks its own state after waking.
 
-use crate::cohort::{Cohort, HEAD_MASK, HEAD_ONE, LOCKED_BIT};
+use crate::cohort::{Cohort, HEAD_MASK, HEAD_ONE, LOCKED_BIT, spin_round, spin_rounds};
 use crate::snode::Snode;
 use crate::sync::{self, AtomicPtr, AtomicU32, Ordering, ParkToken};
 use std::ptr;
@@ -231,9 +235,7 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
     // AcqRel: Release publishes our node's initial `next` (null) to the next
     // waiter, which writes `next` after reading `tail` with Acquire (else our
     // initialisation could overwrite its link); Acquire makes our predecessor's
-    // node (its initial `next`) visible before we write its `next`, and, when
-    // the queue was empty, the last head's clearing of the registration slot
-    // (the Release of `pass_headship`'s emptying CAS) happen before we register.
+    // node (its initial `next`) visible before we write its `next`.
     let pred = queue.tail.swap(me, Ordering::AcqRel);
     if !pred.is_null() {
         // SAFETY: `pred` is queued ahead of us: it cannot leave before it passes
@@ -285,11 +287,11 @@ fn wait_for_headship(sn: &Snode, q: &QNode) {
         }
         #[cfg(feature = "stats")]
         crate::stats::count(&sn.stats.parks);
-        #[cfg(not(feature = "stats"))]
-        let _ = sn;
         #[cfg(numa_loom)]
         sync::set_loom_queue_parked(true);
         let validate = || q.status.load(Ordering::Relaxed) == PARKED;
+        // Relaxed: a hint for arrivals (see `Cohort::lock_slow`).
+        sn.hot.queue_parked.fetch_add(1, Ordering::Relaxed);
         // SAFETY:
         // - the key is a queue node's address + 2, which this crate controls
         //   (see `QNode::park_key`);
@@ -297,6 +299,7 @@ fn wait_for_headship(sn: &Snode, q: &QNode) {
         unsafe {
             sync::park(q.park_key(), validate, || {}, |_, _| {}, ParkToken(0), None);
         }
+        sn.hot.queue_parked.fetch_sub(1, Ordering::Relaxed);
         // Woken by head-ship, by a wake-ahead (status back to `WAITING`: spin
         // a fresh budget), or spuriously (status still `PARKED`: park again).
         if q.status.load(Ordering::Relaxed) == WAITING {
@@ -340,16 +343,19 @@ fn pass_headship(sn: &Snode, q: &QNode) {
     let mut next = q.next.load(Ordering::Acquire);
     if next.is_null() {
         let me = q as *const QNode as *mut QNode;
-        // Release: the next arrival (its `tail` swap acquires) becomes head
-        // and registers in the snode's slot; our clearing of the slot (our
-        // withdrawal, or the store after our word CAS) must come before its
-        // registration in the slot's modification order, or our null could
-        // land after it and erase it (the head would then wait for a grant
-        // that no holder can claim). On failure a successor swapped `tail` and
-        // is about to link.
+        // Relaxed: the next arrival becomes head without reading anything of
+        // ours. In particular we never wrote the snode's registration slot: a
+        // head registers only with a successor linked behind it (`compete`),
+        // and a head with a successor passes head-ship below instead of
+        // emptying the queue, so nothing of ours in the slot can be ordered
+        // after the next head's registration. (With registration not tied to a
+        // successor, this CAS would need Release, paired with the arrival's
+        // Acquire `tail` swap, or a late clear could erase the next head's
+        // registration: `queue_grant_and_headship_within_a_node` deadlocked
+        // that way.) On failure a successor swapped `tail` and is about to link.
         if queue
             .tail
-            .compare_exchange(me, ptr::null_mut(), Ordering::Release, Ordering::Relaxed)
+            .compare_exchange(me, ptr::null_mut(), Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
             return;
@@ -387,6 +393,7 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode) -> Option<bool> {
     let mut registered = false;
     let mut tried_to_register = false;
     let mut spin = Spin::new();
+    let mut alone = 0u32;
     loop {
         // Acquire: pairs with the grant's Release store, so the granting
         // holder's critical section happens before ours.
@@ -412,11 +419,25 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode) -> Option<bool> {
             }
             continue;
         }
-        if !tried_to_register && spin.rounds() >= REGISTER_AFTER_ROUNDS {
-            tried_to_register = true;
-            registered = register(cohort, sn, me);
-        }
-        if spin.spin() {
+        // Relaxed: a hint (a successor links with Release; we read its node
+        // only in `pass_headship`, with Acquire).
+        let crowded = !q.next.load(Ordering::Relaxed).is_null();
+        if crowded {
+            if !tried_to_register && spin.rounds() >= REGISTER_AFTER_ROUNDS {
+                tried_to_register = true;
+                registered = register(cohort, sn, me);
+            }
+            if spin.spin() {
+                continue;
+            }
+        } else if alone < spin_rounds() {
+            // Nobody queued behind us: wait as a lone waiter does (the parking
+            // paths' short spin, then park), so a lock taken in turns by two
+            // threads, or by one thread while the other is preempted, keeps
+            // running on the thread that has it instead of being taken from it
+            // by a long-spinning head.
+            alone += 1;
+            spin_round(alone);
             continue;
         }
         if !registered {

@@ -19,8 +19,8 @@ pub struct Stats {
     /// Untimed acquisitions that waited in an snode queue (CST's per-node
     /// queue of waiters).
     pub queued: u64,
-    /// Hand-offs to a running queue head: the unlock stored the lock into the
-    /// head's queue node (one store, no futex call, the lock word stays held).
+    /// Hand-offs to a running queue head: the unlock swapped the lock into the
+    /// head's queue node (no futex call, the lock word stays held).
     pub grants: u64,
     /// Times a waiter went to sleep: queued waiters out of spin budget, heads
     /// out of budget waiting in the snode's parking queue, timed waiters.

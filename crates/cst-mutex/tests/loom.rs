@@ -1575,62 +1575,24 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
     assert!(SWITCHED.load(StdOrdering::Relaxed) > 0);
 }
 
-/// The snode queue's grant: a waiter W of the holder's node, with a spin
-/// budget, queues, becomes its snode's head, registers and spins; the holder's
-/// unlock claims the registration and stores the lock into W's queue node
-/// (the word stays locked). W's section must see the holder's (the cell), and
-/// a grant must never be lost: W spinning out of its budget and withdrawing
-/// races the claim (with one spin round it withdraws after one look).
+/// Two queued waiters of one node behind a holder of that node. The first
+/// to queue is the snode's head; with a successor behind it, it registers
+/// for a grant and spins; the holder's unlock claims the registration and
+/// swaps the lock into the head's queue node (the word stays locked), so the
+/// head's section must see the holder's (the cell), and a grant must never be
+/// lost: the head spending its budget and withdrawing races the claim (with
+/// two spin rounds it withdraws after two looks). The second waiter parks on
+/// its queue node and is woken by head-ship (or the head's wake-ahead).
 ///
-/// Counted: runs in which W got the lock by a grant.
-#[test]
-fn queue_grant_to_a_spinning_head() {
-    static GRANTED: StdCounter = StdCounter::new(0);
-    model(|| {
-        let m = Arc::new(RawMutex::new());
-        let cell = Arc::new(UnsafeCell::new(0u32));
-        __set_loom_node(0);
-        let g = m.lock();
-        let w = {
-            let (m, cell) = (m.clone(), cell.clone());
-            thread::spawn(move || {
-                __set_loom_node(0);
-                __set_loom_spin_rounds(1);
-                let g = m.lock();
-                let handed = __loom_handed();
-                bump(&cell);
-                // SAFETY: our acquisition.
-                unsafe { m.unlock(g) };
-                handed
-            })
-        };
-        bump(&cell);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        let handed = w.join().unwrap();
-        let g = m.lock();
-        assert_eq!(get(&cell), 2);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        assert_eq!(m.parked_waiters(), 0);
-        if handed {
-            GRANTED.fetch_add(1, StdOrdering::Relaxed);
-        }
-    });
-    assert!(GRANTED.load(StdOrdering::Relaxed) > 0, "no grant");
-}
-
-/// Two queued waiters of one node behind a holder: the second one parks on
-/// its queue node and is woken by head-ship (or the first one's wake-ahead);
-/// both get in, in either order of arrival, with their sections ordered.
-///
-/// Counted: runs in which a waiter parked on its queue node.
+/// Counted: runs in which a waiter got the lock by a grant, and runs in which
+/// a waiter parked on its queue node.
 ///
 /// Preemption bound 1 (`CST_LOOM_DEEP` raises it): three threads and the
 /// queue's steps.
 #[test]
-fn queue_headship_wakes_a_parked_waiter() {
+fn queue_grant_and_headship_within_a_node() {
     static QPARKED: StdCounter = StdCounter::new(0);
+    static GRANTED: StdCounter = StdCounter::new(0);
     model_deep(1, 200_000, || {
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
@@ -1641,13 +1603,14 @@ fn queue_headship_wakes_a_parked_waiter() {
                 let (m, cell) = (m.clone(), cell.clone());
                 thread::spawn(move || {
                     __set_loom_node(0);
-                    __set_loom_spin_rounds(1);
+                    __set_loom_spin_rounds(2);
                     let g = m.lock();
                     let parked = __loom_queue_parked();
+                    let handed = __loom_handed();
                     bump(&cell);
                     // SAFETY: our acquisition.
                     unsafe { m.unlock(g) };
-                    parked
+                    (parked, handed)
                 })
             })
             .collect();
@@ -1658,9 +1621,11 @@ fn queue_headship_wakes_a_parked_waiter() {
         bump(&cell);
         // SAFETY: our acquisition.
         unsafe { m.unlock(g) };
-        let mut parked = false;
+        let (mut parked, mut handed) = (false, false);
         for w in ws {
-            parked |= w.join().unwrap();
+            let (p, h) = w.join().unwrap();
+            parked |= p;
+            handed |= h;
         }
         let g = m.lock();
         assert_eq!(get(&cell), 3);
@@ -1670,7 +1635,11 @@ fn queue_headship_wakes_a_parked_waiter() {
         if parked {
             QPARKED.fetch_add(1, StdOrdering::Relaxed);
         }
+        if handed {
+            GRANTED.fetch_add(1, StdOrdering::Relaxed);
+        }
     });
+    assert!(GRANTED.load(StdOrdering::Relaxed) > 0, "no grant");
     assert!(
         QPARKED.load(StdOrdering::Relaxed) > 0,
         "no waiter parked on its queue node"
