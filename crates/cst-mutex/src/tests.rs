@@ -833,3 +833,57 @@ fn timed_writer_waits_for_the_reader_until_its_deadline() {
     unsafe { l.unlock_shared(r) };
     assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
 }
+
+/// A node's queue head with a waiter behind it registers, and an unlock by a
+/// holder of its node hands it the lock (a grant: the word stays held). On a
+/// busy 2-CPU machine the head may spend its spin budget before the holder
+/// runs again (it then parks and is woken instead), so the pattern is retried
+/// until a grant is seen.
+#[cfg(feature = "stats")]
+#[test]
+fn holder_grants_its_nodes_queue_head() {
+    use crate::cohort::{HEAD_MASK, HEAD_ONE};
+    use lock_api::RawMutex as _;
+    numa_topology::set_current_thread_node(Some(0));
+    for _ in 0..200 {
+        let m = Arc::new(RawMutex::new());
+        let g = m.lock();
+        let ws: Vec<_> = (0..2)
+            .map(|_| {
+                let m = m.clone();
+                thread::spawn(move || {
+                    numa_topology::set_current_thread_node(Some(0));
+                    let g = m.lock();
+                    // SAFETY: our acquisition.
+                    unsafe { m.unlock(g) };
+                })
+            })
+            .collect();
+        // Wait for the head's registration, or for both waiters to have
+        // gone to sleep (this attempt then has no running head to grant).
+        loop {
+            let s = m.cohort.state.load(Ordering::SeqCst);
+            let queue_parked: usize = m
+                .cohort
+                .snodes
+                .iter()
+                .map(|sn| sn.hot.queue_parked.load(Ordering::SeqCst))
+                .sum();
+            if s & HEAD_MASK == HEAD_ONE || parked_count(s) + queue_parked >= 2 {
+                break;
+            }
+            thread::yield_now();
+        }
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        for w in ws {
+            w.join().unwrap();
+        }
+        assert_eq!(m.cohort.state.load(Ordering::SeqCst), 0, "lock left dirty");
+        if m.stats().grants > 0 {
+            assert!(m.stats().queued >= 1);
+            return;
+        }
+    }
+    panic!("no grant to a registered queue head in 200 attempts");
+}

@@ -125,6 +125,15 @@ pub unsafe fn wait<L: InPlace>(
     if timed && (!time::clock_ok(clock) || !unsafe { time::valid(abstime) }) {
         return libc::EINVAL;
     }
+    // A deadline before the clock's epoch has passed (the kernel would reject
+    // it with EINVAL): time out at once with the mutex still held, as glibc.
+    // SAFETY: `abstime` is valid (checked above).
+    if timed && unsafe { (*abstime).tv_sec } < 0 {
+        if stats::enabled() {
+            stats::COND_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
+        }
+        return libc::ETIMEDOUT;
+    }
     r.waiters.fetch_add(1, Ordering::SeqCst);
     let seq = r.seq.load(Ordering::SeqCst);
     // SAFETY: caller's contract.

@@ -19,6 +19,28 @@ use libc::{
     pthread_rwlock_t, pthread_rwlockattr_t, timespec,
 };
 
+/// The caller's `errno`, put back when dropped: glibc's pthread functions
+/// never change `errno`, while our paths make system calls (futex waits that
+/// fail with `EAGAIN`, `ETIMEDOUT` or `EINTR`, `sched_yield`) that may.
+/// Every export saves it on entry and restores it on return.
+struct SavedErrno(c_int);
+
+impl SavedErrno {
+    #[inline]
+    fn save() -> Self {
+        // SAFETY: `__errno_location` returns this thread's errno cell.
+        SavedErrno(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for SavedErrno {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: as in `save`.
+        unsafe { *libc::__errno_location() = self.0 };
+    }
+}
+
 #[used]
 #[unsafe(link_section = ".init_array")]
 static CONSTRUCTOR: extern "C" fn() = mode::constructor;
@@ -39,6 +61,7 @@ macro_rules! export {
         #[doc = concat!("The contract of `", stringify!($name), "(3)`.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            let _errno = SavedErrno::save();
             // SAFETY: our caller's contract is the C function's, which is what
             // each implementation (and glibc) requires.
             unsafe {
@@ -78,6 +101,7 @@ export! {
 /// The contract of `pthread_mutex_destroy(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
+    let _errno = SavedErrno::save();
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
@@ -95,6 +119,7 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
 /// The contract of `pthread_mutex_lock(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+    let _errno = SavedErrno::save();
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
@@ -112,6 +137,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
 /// The contract of `pthread_mutex_trylock(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+    let _errno = SavedErrno::save();
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
@@ -132,6 +158,7 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
     m: *mut pthread_mutex_t,
     t: *const timespec,
 ) -> c_int {
+    let _errno = SavedErrno::save();
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
@@ -153,6 +180,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
     k: clockid_t,
     t: *const timespec,
 ) -> c_int {
+    let _errno = SavedErrno::save();
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
@@ -170,6 +198,7 @@ pub unsafe extern "C" fn pthread_mutex_clocklock(
 /// The contract of `pthread_mutex_unlock(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    let _errno = SavedErrno::save();
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
@@ -190,6 +219,7 @@ pub unsafe extern "C" fn pthread_cond_wait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
 ) -> c_int {
+    let _errno = SavedErrno::save();
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
@@ -211,6 +241,7 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
     m: *mut pthread_mutex_t,
     t: *const timespec,
 ) -> c_int {
+    let _errno = SavedErrno::save();
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {
@@ -233,6 +264,7 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
     k: clockid_t,
     t: *const timespec,
 ) -> c_int {
+    let _errno = SavedErrno::save();
     // SAFETY: our caller's contract is the C function's, which is what each
     // implementation (and glibc) requires.
     unsafe {

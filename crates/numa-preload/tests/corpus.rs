@@ -208,6 +208,19 @@ fn threads() {
     }
 }
 
+#[test]
+fn errno() {
+    if !have_cc() {
+        return;
+    }
+    for (mode, err) in corpus("errno") {
+        if mode != "pthread" {
+            assert!(stat(&err, "mutex", "contended") > 0, "{mode}: {err}");
+            assert!(stat(&err, "condvar", "timeouts") >= 1, "{mode}: {err}");
+        }
+    }
+}
+
 /// A bad `NUMA_LOCK` stops the program before `main` with one line naming the
 /// variable and the accepted values.
 #[test]
