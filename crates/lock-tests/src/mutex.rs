@@ -231,22 +231,27 @@ where
 /// `unlock_fair` hands the lock to a queued waiter: right after a fair release the
 /// releasing thread's `try_lock` must fail, because the waiter already owns the lock.
 ///
-/// A waiter cannot be observed "queued" portably, so each round waits until the
-/// waiter is about to call `lock()` and 20 ms more; a round where the waiter had not
-/// queued yet can let `try_lock` in legitimately. The test fails only if that
-/// happens in all 3 rounds (a broken `unlock_fair` fails every round).
+/// Each round waits until the waiter is asleep inside `lock()` (parked, or napping as
+/// a numa-spin queue head), as the OS shows it (`/proc/<pid>/task/<tid>/stat`, state
+/// `S`): then it is queued whatever the machine's load, and `try_lock` must fail in
+/// every round. Where `/proc` does not show it, each round waits until the waiter is
+/// about to call `lock()` and 20 ms more, and the test fails only if `try_lock` got in
+/// in all 3 rounds (a broken `unlock_fair` fails every round).
 pub fn unlock_fair_hands_over<R>()
 where
     R: RawMutexFair + Send + Sync + 'static,
 {
     let mut stolen_rounds = 0;
+    let mut observed_rounds = 0;
     for _ in 0..3 {
         let lock = Arc::new(Mutex::<R, u64>::new(0));
+        let waiter_dir = Arc::new(std::sync::Mutex::new(None));
         let entering = Arc::new(AtomicBool::new(false));
         let guard = lock.lock();
         let waiter = {
-            let (lock, entering) = (lock.clone(), entering.clone());
+            let (lock, entering, dir) = (lock.clone(), entering.clone(), waiter_dir.clone());
             thread::spawn(move || {
+                *dir.lock().unwrap() = own_proc_dir();
                 entering.store(true, Ordering::SeqCst);
                 *lock.lock() += 1;
             })
@@ -254,22 +259,59 @@ where
         while !entering.load(Ordering::SeqCst) {
             thread::yield_now();
         }
-        thread::sleep(std::time::Duration::from_millis(20));
+        let dir = waiter_dir.lock().unwrap().clone();
+        let observed = match dir {
+            Some(dir) => {
+                // The waiter has nothing else to sleep on: it sleeps in `lock()`.
+                while !is_asleep(&dir).unwrap_or(true) {
+                    thread::yield_now();
+                }
+                is_asleep(&dir).is_some()
+            }
+            None => false,
+        };
+        if !observed {
+            thread::sleep(std::time::Duration::from_millis(20));
+        }
         lock_api::MutexGuard::unlock_fair(guard);
         if let Some(mut g) = lock.try_lock() {
             if *g == 0 {
                 stolen_rounds += 1;
+                assert!(
+                    !observed,
+                    "try_lock got the lock right after unlock_fair with the waiter asleep in lock()"
+                );
             }
             *g += 100;
         }
+        observed_rounds += usize::from(observed);
         waiter.join().unwrap();
         let v = *lock.lock();
         assert!(v == 1 || v == 101, "unexpected value {v}");
     }
-    assert!(
-        stolen_rounds < 3,
-        "try_lock got the lock right after unlock_fair in every round"
-    );
+    if observed_rounds == 0 {
+        assert!(
+            stolen_rounds < 3,
+            "try_lock got the lock right after unlock_fair in every round"
+        );
+    }
+}
+
+/// The calling thread's directory under `/proc` (Linux: `/proc/<pid>/task/<tid>`),
+/// where the OS shows whether it sleeps; `None` where there is none.
+fn own_proc_dir() -> Option<std::path::PathBuf> {
+    let rel = std::fs::read_link("/proc/thread-self").ok()?;
+    Some(std::path::Path::new("/proc").join(rel))
+}
+
+/// Whether the thread of `dir` (see [`own_proc_dir`]) is asleep in the kernel
+/// (state `S` or `D`); `None` if its state cannot be read.
+fn is_asleep(dir: &std::path::Path) -> Option<bool> {
+    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+    // `pid (comm) state ...`: the command may contain spaces and parentheses.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let state = rest.trim_start().chars().next()?;
+    Some(matches!(state, 'S' | 'D'))
 }
 
 /// Instantiates the generic mutex suite as `#[test]` functions in a module `$name`
