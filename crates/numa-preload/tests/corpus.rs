@@ -30,20 +30,23 @@ fn target_dir() -> PathBuf {
 /// Builds the interposer once per test process; its path.
 fn preload_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let dir = target_dir().join("preload-test");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--release", "-p", "numa-preload", "--target-dir"])
-            .arg(&dir)
-            .current_dir(crate_dir())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p numa-preload failed");
-        let lib = dir.join("release/libnuma_preload.so");
-        assert!(lib.exists(), "{} missing", lib.display());
-        lib
-    })
+    LIB.get_or_init(|| build_lib("preload-test", &[]))
+}
+
+fn build_lib(dir_name: &str, extra: &[&str]) -> PathBuf {
+    let dir = target_dir().join(dir_name);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "numa-preload", "--target-dir"])
+        .arg(&dir)
+        .args(extra)
+        .current_dir(crate_dir())
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build -p numa-preload failed");
+    let lib = dir.join("release/libnuma_preload.so");
+    assert!(lib.exists(), "{} missing", lib.display());
+    lib
 }
 
 /// Whether a C compiler is there (the tests are skipped, loudly, without one).
@@ -217,6 +220,20 @@ fn errno() {
         if mode != "pthread" {
             assert!(stat(&err, "mutex", "contended") > 0, "{mode}: {err}");
             assert!(stat(&err, "condvar", "timeouts") >= 1, "{mode}: {err}");
+        }
+    }
+}
+
+/// The last unlocker frees the mutex (POSIX's reference-count pattern), under
+/// every lock.
+#[test]
+fn free_after_unlock() {
+    if !have_cc() {
+        return;
+    }
+    for (mode, err) in corpus("free_after_unlock") {
+        if mode != "pthread" {
+            assert!(stat(&err, "mutex", "contended") > 0, "{mode}: {err}");
         }
     }
 }
