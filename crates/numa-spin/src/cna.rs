@@ -82,9 +82,14 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         {
             return;
         }
+        // Our node, and the rest of the lazily initialized state the queued
+        // wait reads, before our queue node is initialized: the first lookup
+        // allocates, which may re-enter this lock (see `node::before_enqueue`).
+        let my_numa = node::before_enqueue();
         match node::current() {
             Some(me) => {
-                self.lock_queued(me, &cfg);
+                let _enqueued = node::Enqueued::begin();
+                self.lock_queued(me, my_numa, &cfg);
                 if me.borrowed {
                     // We hold the lock, so our node is in no queue and no other
                     // thread holds its code (see `crate::node`).
@@ -95,10 +100,11 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         }
     }
 
-    /// Enqueues `me`, waits for head-ship, then for the lock.
-    fn lock_queued(&self, me: Me, cfg: &Config) {
+    /// Enqueues `me`, on NUMA node `my_numa`, waits for head-ship, then for
+    /// the lock. Reads no lazily initialized state (see
+    /// `node::before_enqueue`).
+    fn lock_queued(&self, me: Me, my_numa: u32, cfg: &Config) {
         let my = me.node;
-        let my_numa = sync::current_node();
         // Initialize our node. Relaxed: these stores are published by the Release of
         // the enqueue CAS and of the link store below, which every reader of the
         // node passes through.
@@ -741,6 +747,37 @@ mod tests {
             );
         });
         assert!(ACQUIRED_IN_DESTRUCTOR.load(StdOrdering::Relaxed));
+    }
+
+    /// From the initialization of its queue node to the end of its slow path
+    /// a waiter reads no lazily initialized process state (the node lookup,
+    /// the process-wide tunables: they may allocate, and the lock may be the
+    /// one inside the global allocator; see `node::before_enqueue`): CNA and
+    /// the queued lock, with their own and with the process-wide tunables,
+    /// stealing and strict FIFO.
+    #[test]
+    fn queued_waiters_read_no_lazily_initialized_state() {
+        use crate::node::tests::queued_waits_and_lazy_reads;
+        use crate::{RawMutex, RawQueuedMutex, RawTunedQueuedMutex};
+        let results = [
+            ("CNA", queued_waits_and_lazy_reads(&RawMutex::new())),
+            (
+                "queued",
+                queued_waits_and_lazy_reads(&RawQueuedMutex::new()),
+            ),
+            (
+                "strict CNA",
+                queued_waits_and_lazy_reads(&RawTunedMutex::with_config(&STRICT)),
+            ),
+            (
+                "strict queued",
+                queued_waits_and_lazy_reads(&RawTunedQueuedMutex::with_config(&STRICT)),
+            ),
+        ];
+        for (lock, (waits, reads)) in results {
+            assert!(waits > 0, "{lock}: nobody queued");
+            assert_eq!(reads, 0, "{lock}: lazy reads in {waits} queued waits");
+        }
     }
 
     /// `config()` reports the lock's own tunables; `Debug` shows the flavour,

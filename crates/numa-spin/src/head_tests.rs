@@ -139,6 +139,52 @@ pub(crate) fn arrival_spins_instead_of_queueing_behind_a_sleeping_head<L: TestLo
     assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
 }
 
+/// An arrival that finds the queue head asleep spins for the lock word only
+/// while stealing is allowed: in strict FIFO (`steal_bound_ns == 0`, so
+/// `NO_STEAL` is set from the first enqueue until the queue is empty) the
+/// steal it would wait for is forbidden, and it queues without spinning. The
+/// head spends its 50 ms budget and naps, marked `HEAD_ASLEEP`, while this
+/// thread holds the lock; then an arrival comes, and is seen to queue; the
+/// arrival reports how often it waited in the spin
+/// ([`node::tests::asleep_spins`]).
+pub(crate) fn arrival_spins_behind_a_sleeping_head_only_while_it_may_steal<L: TestLock>() {
+    static STRICT: Config = Config::DEFAULT.spin_budget_ns(50_000_000).steal_bound_ns(0);
+    static STEALING: Config = STRICT.steal_bound_ns(u64::MAX);
+    for (cfg, spins) in [(&STRICT, false), (&STEALING, true)] {
+        let lock = Arc::new(L::with_test_config(cfg));
+        lock.lock();
+        let mut codes = Vec::new();
+        let head = queue_tail_reader(&lock, &mut codes);
+        let what = "the head never napped";
+        await_tail_bit(&*lock, HEAD_ASLEEP, true, Duration::from_secs(10), what);
+        assert_eq!(
+            lock.tail().load(Ordering::SeqCst) & NO_STEAL != 0,
+            !spins,
+            "NO_STEAL with steal bound {}",
+            cfg.steal_bound_ns
+        );
+        let l = lock.clone();
+        let arrival = std::thread::spawn(move || {
+            l.lock();
+            // SAFETY: acquired above.
+            unsafe { l.unlock() };
+            node::tests::asleep_spins()
+        });
+        codes.push(await_new_tail(&*lock, &codes));
+        // SAFETY: acquired above.
+        unsafe { lock.unlock() };
+        head.join().unwrap();
+        let waits = arrival.join().unwrap();
+        assert_eq!(
+            waits > 0,
+            spins,
+            "steal bound {}: the arrival waited {waits} times in the spin",
+            cfg.steal_bound_ns
+        );
+        assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
+    }
+}
+
 /// A queue head that has spent its spin budget naps and marks itself asleep
 /// (`HEAD_ASLEEP`) while the lock stays held; one that still spins (its budget
 /// is not spent) is running and does not, so arrivals queue behind it.
@@ -322,6 +368,10 @@ macro_rules! head_tests {
             #[test]
             fn arrival_spins_instead_of_queueing_behind_a_sleeping_head() {
                 super::arrival_spins_instead_of_queueing_behind_a_sleeping_head::<$lock>();
+            }
+            #[test]
+            fn arrival_spins_behind_a_sleeping_head_only_while_it_may_steal() {
+                super::arrival_spins_behind_a_sleeping_head_only_while_it_may_steal::<$lock>();
             }
             #[test]
             fn napping_head_marks_itself_asleep() {

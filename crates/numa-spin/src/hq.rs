@@ -548,13 +548,19 @@ impl<T: Tunables> RawHqLock<T> {
         {
             return;
         }
+        // Our node (for NUMA mode), and the rest of the lazily initialized
+        // state the queued wait reads, before `enter` initializes our queue
+        // node and counts us in the tail word: the first lookup allocates,
+        // which may re-enter this lock (see `node::before_enqueue`).
+        let numa = node::before_enqueue();
         let Some(me) = node::current() else {
             node::lock_unqueued(&self.locked, &cfg);
             return;
         };
+        let _enqueued = node::Enqueued::begin();
         match self.enter(me, &cfg) {
             Some(Entry::Plain(pred)) => self.lock_plain(me, pred, &cfg),
-            Some(Entry::Numa(m)) => self.lock_numa(me, m, &cfg),
+            Some(Entry::Numa(m)) => self.lock_numa(me, m, numa, &cfg),
             None => node::lock_unqueued(&self.locked, &cfg),
         }
         if me.borrowed {
@@ -793,10 +799,12 @@ impl<T: Tunables> RawHqLock<T> {
         }
     }
 
-    /// NUMA mode in metadata `m`: node queue, list, lock, hand-off, leave.
-    fn lock_numa(&self, me: Me, m: u32, cfg: &Config) {
+    /// NUMA mode in metadata `m`, for a waiter on NUMA node `numa`: node
+    /// queue, list, lock, hand-off, leave. Reads no lazily initialized state
+    /// (see `node::before_enqueue`).
+    fn lock_numa(&self, me: Me, m: u32, numa: u32, cfg: &Config) {
         let meta = pool().meta(m);
-        let n = sync::current_node() as usize % MAX_NODES;
+        let n = numa as usize % MAX_NODES;
         let q = &meta.queues[n];
         // AcqRel: Release publishes our node's initialization to the waiter that
         // links behind us; Acquire orders our predecessor's initialization (and,
@@ -1238,6 +1246,43 @@ mod tests {
                 pool.free(m);
             }
         }
+    }
+
+    /// From the initialization of its queue node to the end of its slow path
+    /// a waiter reads no lazily initialized process state (the node lookup,
+    /// the process-wide tunables: they may allocate, and the lock may be the
+    /// one inside the global allocator; see `node::before_enqueue`): in plain
+    /// mode, in NUMA mode from the first waiter, stealing or strict FIFO, and
+    /// across a mode switch.
+    #[test]
+    fn queued_waiters_read_no_lazily_initialized_state() {
+        use crate::node::tests::queued_waits_and_lazy_reads;
+        static NUMA_AT_ONCE: Config = Config::DEFAULT.hq_switch_threshold(0);
+        static NUMA_STRICT: Config = NUMA_AT_ONCE.steal_bound_ns(0);
+        static SWITCH_AT_2: Config = Config::DEFAULT.hq_switch_threshold(2).steal_bound_ns(0);
+        let _pool = pool_shared();
+        let numa = RawHqLock::with_config(&NUMA_AT_ONCE);
+        let results = [
+            (
+                "process-wide",
+                queued_waits_and_lazy_reads(&RawHqMutex::new()),
+            ),
+            ("NUMA mode", queued_waits_and_lazy_reads(&numa)),
+            (
+                "strict NUMA mode",
+                queued_waits_and_lazy_reads(&RawHqLock::with_config(&NUMA_STRICT)),
+            ),
+            (
+                "mode switch",
+                queued_waits_and_lazy_reads(&RawHqLock::with_config(&SWITCH_AT_2)),
+            ),
+        ];
+        for (lock, (waits, reads)) in results {
+            assert!(waits > 0, "{lock}: nobody queued");
+            assert_eq!(reads, 0, "{lock}: lazy reads in {waits} queued waits");
+        }
+        #[cfg(feature = "stats")]
+        assert!(numa.stats().binds > 0, "never in NUMA mode");
     }
 
     /// A lock made with its own tunables reports them.

@@ -33,9 +33,12 @@
 //! call: its slow path never calls the global allocator (queue nodes come from
 //! [`std::alloc::System`]) and never waits for the first-use initialization of the
 //! tunables or of the topology (a re-entrant or concurrent first use gets the
-//! defaults and node 0 for that one acquisition). `tests/global_alloc.rs` runs a
-//! whole test binary on such an allocator. (`cst-mutex` cannot do this: it parks
-//! through `parking_lot_core`, whose table allocates.)
+//! defaults and node 0 for that one acquisition), which it reads before it enters
+//! its queue node, so that an allocation they make re-enters the lock before the
+//! thread's queue node is in use. `tests/global_alloc.rs` runs a whole test binary
+//! on such an allocator, `tests/global_alloc_fresh.rs` the first contended
+//! acquisitions of fresh processes on each lock. (`cst-mutex` cannot do this: it
+//! parks through `parking_lot_core`, whose table allocates.)
 //!
 //! # Not in signal handlers
 //!

@@ -484,6 +484,74 @@ pub(crate) fn current() -> Option<Me> {
     })
 }
 
+/// Reads, before the caller initializes its queue node, everything the queued
+/// wait needs from lazily initialized process state, and returns the caller's
+/// NUMA node ([`crate::sync::current_node`]). Shared by CNA, the queued lock
+/// and HQ, called on their slow paths after the steal attempts and before
+/// [`Enqueued::begin`].
+///
+/// Why before: a numa-spin lock may be the lock inside the
+/// `#[global_allocator]`. The first node lookup of a process builds the
+/// topology's node map, which allocates and may log; the first read of the
+/// process-wide tunables ([`crate::Config::global`], read by the caller
+/// before this) reads the environment and may log. An allocation there
+/// re-enters the same lock on the same thread. Before the queue node is
+/// initialized that is harmless: the inner acquisition uses the node from
+/// start to finish and the outer one then initializes it afresh. After, the
+/// inner acquisition would re-initialize, enqueue and leave the node that the
+/// outer one has already initialized or enqueued, and the outer one would go
+/// on with a node the inner one left dirty (a head-ship value in `locked`, a
+/// stale `next`): two heads, lost waiters, a hang. So from the initialization
+/// of its queue node until it leaves the slow path, a slow path calls nothing
+/// that can allocate, log, take another lock or initialize something lazily.
+///
+/// The clock's epoch ([`crate::sync::now_ns`]) and the spin calibration
+/// ([`crate::backoff::ns_per_spin`]) are lazily initialized too, though
+/// neither allocates nor logs; they are initialized here as well, so that
+/// the queued wait only reads them.
+#[inline]
+pub(crate) fn before_enqueue() -> u32 {
+    crate::backoff::ns_per_spin();
+    crate::sync::start_clock();
+    crate::sync::current_node()
+}
+
+/// The stretch of a slow path from the initialization of the calling thread's
+/// queue node to the end of the slow path (from [`Enqueued::begin`] until the
+/// value is dropped), in which nothing may read lazily initialized process
+/// state (see [`before_enqueue`]). In this crate's unit tests the reads that
+/// can allocate or log ([`lazy_read`]) count the calls made inside it on the
+/// calling thread (`tests::lazy_reads_while_enqueued`); elsewhere it is
+/// nothing.
+pub(crate) struct Enqueued(());
+
+impl Enqueued {
+    /// The calling thread is about to initialize its queue node.
+    #[inline(always)]
+    pub(crate) fn begin() -> Self {
+        #[cfg(all(test, not(numa_loom)))]
+        tests::enqueued_by(1);
+        Enqueued(())
+    }
+}
+
+impl Drop for Enqueued {
+    #[inline(always)]
+    fn drop(&mut self) {
+        #[cfg(all(test, not(numa_loom)))]
+        tests::enqueued_by(-1);
+    }
+}
+
+/// Called by the reads of lazily initialized process state that can allocate,
+/// log or wait (the node lookup, the process-wide tunables); in this crate's
+/// unit tests, counts a call made inside an [`Enqueued`] stretch.
+#[inline(always)]
+pub(crate) fn lazy_read() {
+    #[cfg(all(test, not(numa_loom)))]
+    tests::note_lazy_read();
+}
+
 /// Waits until `word` (a queue node's `locked`, or an HQ node queue's `gwait`)
 /// holds neither [`WAIT`] nor [`PARKED`], and returns the value read (with
 /// Acquire). The waiter's side of every hand-off of this crate (CNA's head-ship,
@@ -592,15 +660,26 @@ pub(crate) const HEAD_NAP_NS: u64 = 20_000;
 /// active set circulates, the rest stay parked). The head's steal bound
 /// (`NO_STEAL`) still applies once it runs. While the head runs, arrivals
 /// queue at once, so a machine with a CPU per thread keeps local spinning.
+///
+/// Only while stealing is allowed: with `NO_STEAL` set every `try_steal`
+/// fails, so the spin would only burn the budget before the arrival queues
+/// anyway. In strict FIFO (`steal_bound_ns == 0`) the flag is set from the
+/// first enqueue until the queue is empty, so arrivals never spin here.
+/// Otherwise the flag does not stop the spin: a head lifts it before it naps,
+/// and a head that was parked when head-ship reached it has not set it yet.
 pub(crate) fn steal_while_head_asleep(
     tail: &AtomicU32,
     cfg: &crate::Config,
     mut try_steal: impl FnMut() -> bool,
 ) -> bool {
-    use crate::raw_lock::HEAD_ASLEEP;
+    use crate::raw_lock::{HEAD_ASLEEP, NO_STEAL};
     let mut spin = crate::backoff::SpinWait::new(cfg.spin_budget_ns);
-    // Relaxed: a hint, like NO_STEAL; `try_steal`'s CAS acquires.
-    while tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0 && !spin.is_yielding() {
+    // Relaxed: hints; `try_steal`'s CAS acquires.
+    while tail.load(Ordering::Relaxed) & (HEAD_ASLEEP | NO_STEAL) == HEAD_ASLEEP
+        && !spin.is_yielding()
+    {
+        #[cfg(all(test, not(numa_loom)))]
+        tests::note_asleep_spin();
         spin.snooze();
         if try_steal() {
             return true;
@@ -883,6 +962,87 @@ pub(crate) fn one_in(one_in: u32) -> bool {
 #[cfg(all(test, not(numa_loom)))]
 pub(crate) mod tests {
     use super::*;
+
+    std::thread_local! {
+        /// [`Enqueued`] stretches the thread is in (more than 1 only if a
+        /// slow path re-entered a lock inside one).
+        static ENQUEUED: Cell<i32> = const { Cell::new(0) };
+        /// [`Enqueued`] stretches the thread began.
+        static ENQUEUES: Cell<u64> = const { Cell::new(0) };
+        /// [`lazy_read`] calls the thread made inside an [`Enqueued`] stretch.
+        static LAZY_READS_WHILE_ENQUEUED: Cell<u64> = const { Cell::new(0) };
+        /// Waits of the thread in [`steal_while_head_asleep`]'s spin.
+        static ASLEEP_SPINS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Enters (`1`) or leaves (`-1`) an [`Enqueued`] stretch.
+    pub(crate) fn enqueued_by(delta: i32) {
+        // `try_with`: a thread-local destructor may take a lock.
+        let _ = ENQUEUED.try_with(|e| e.set(e.get() + delta));
+        if delta > 0 {
+            let _ = ENQUEUES.try_with(|n| n.set(n.get() + 1));
+        }
+    }
+
+    /// See [`lazy_read`].
+    pub(crate) fn note_lazy_read() {
+        if ENQUEUED.try_with(Cell::get).unwrap_or(0) > 0 {
+            let _ = LAZY_READS_WHILE_ENQUEUED.try_with(|n| n.set(n.get() + 1));
+        }
+    }
+
+    /// Counts a wait in [`steal_while_head_asleep`]'s spin.
+    pub(crate) fn note_asleep_spin() {
+        let _ = ASLEEP_SPINS.try_with(|n| n.set(n.get() + 1));
+    }
+
+    /// How many [`Enqueued`] stretches (queued waits) the calling thread began.
+    pub(crate) fn enqueues() -> u64 {
+        ENQUEUES.with(Cell::get)
+    }
+
+    /// How many reads of lazily initialized process state the calling thread
+    /// made inside an [`Enqueued`] stretch (0 in a correct slow path).
+    pub(crate) fn lazy_reads_while_enqueued() -> u64 {
+        LAZY_READS_WHILE_ENQUEUED.with(Cell::get)
+    }
+
+    /// How many times the calling thread waited in
+    /// [`steal_while_head_asleep`]'s spin.
+    pub(crate) fn asleep_spins() -> u64 {
+        ASLEEP_SPINS.with(Cell::get)
+    }
+
+    /// Takes `lock` 500 times on each of 4 threads on 2 virtual nodes, each
+    /// holder yielding its CPU inside so that waiters queue up on 2 CPUs;
+    /// returns the queued waits ([`Enqueued`] stretches) and the reads of
+    /// lazily initialized process state inside them ([`lazy_read`]), summed
+    /// over the threads.
+    pub(crate) fn queued_waits_and_lazy_reads<R>(lock: &R) -> (u64, u64)
+    where
+        R: lock_api::RawMutex + Sync,
+    {
+        std::thread::scope(|s| {
+            let threads: Vec<_> = (0..4)
+                .map(|i| {
+                    s.spawn(move || {
+                        numa_topology::set_current_thread_node(Some(i % 2));
+                        for _ in 0..500 {
+                            let guard = lock.lock();
+                            std::thread::yield_now();
+                            // SAFETY: `guard` is the acquisition just above.
+                            unsafe { lock.unlock(guard) };
+                        }
+                        (enqueues(), lazy_reads_while_enqueued())
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .fold((0, 0), |(q, r), (tq, tr)| (q + tq, r + tr))
+        })
+    }
 
     #[test]
     fn locate_covers_codes_without_gaps() {

@@ -227,20 +227,32 @@ mod futex {
 #[cfg(not(numa_loom))]
 #[inline]
 pub(crate) fn current_node() -> u32 {
+    crate::node::lazy_read();
     // Node indices are OS indices (< 2^16 on Linux); saturate rather than wrap.
     u32::try_from(numa_topology::current_node()).unwrap_or(u32::MAX)
 }
 
-/// Monotonic time in ns since the first call in this process.
+/// The origin of [`now_ns`]: set by its first call, or by [`start_clock`].
+#[cfg(not(numa_loom))]
+static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Monotonic time in ns since the first call in this process (of this
+/// function or of [`start_clock`]).
 #[cfg(not(numa_loom))]
 #[inline]
 pub(crate) fn now_ns() -> u64 {
-    use std::sync::OnceLock;
-    use std::time::Instant;
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let epoch = *EPOCH.get_or_init(Instant::now);
+    let epoch = *EPOCH.get_or_init(std::time::Instant::now);
     // u64 ns covers 584 years of uptime; saturate beyond.
     u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Starts [`now_ns`]'s clock if no call has yet: slow paths call this before
+/// they enqueue, so that the queued wait never initializes it (see
+/// `crate::node::before_enqueue`). Under the model checkers nothing.
+#[inline]
+pub(crate) fn start_clock() {
+    #[cfg(not(numa_loom))]
+    EPOCH.get_or_init(std::time::Instant::now);
 }
 
 /// How far the loom logical clock advances per read, in (logical) ns.

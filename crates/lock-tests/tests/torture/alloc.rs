@@ -8,15 +8,22 @@
 //! before the measurement) cannot make the balance drift. A block allocated by
 //! a counted thread and freed by any other thread is still balanced.
 //!
-//! Every call into [`System`] is serialized by a `numa_spin::RawMutex`: the
-//! torture test also runs numa-spin as the lock *inside* a global allocator,
-//! under the load of every other lock's torture (cst-mutex and parking_lot
-//! allocate their tables and snodes through it, from threads that may already
-//! wait in a numa-spin lock).
+//! Every call into [`System`] is serialized by a numa-spin lock: the torture
+//! test also runs numa-spin as the lock *inside* a global allocator, under the
+//! load of every other lock's torture (cst-mutex and parking_lot allocate
+//! their tables and snodes through it, from threads that may already wait in a
+//! numa-spin lock). There are four such locks, each thread's calls going
+//! through one of them (assigned round robin at its first allocation): CNA,
+//! the queued lock, HQ with the process-wide tunables (contention episodes
+//! start plain and switch to NUMA mode) and HQ in NUMA mode from the first
+//! waiter. `torture_allocator_locks` checks them under contention from the
+//! first allocation of its threads.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// The header in front of each block: at least 16 bytes and at least the
 /// block's alignment, so the user pointer keeps the requested alignment.
@@ -37,17 +44,79 @@ thread_local! {
 /// a numa-spin lock.
 pub struct CountingAlloc;
 
-/// Serializes the calls into [`System`].
-static SYSTEM_LOCK: numa_spin::RawMutex = <numa_spin::RawMutex as lock_api::RawMutex>::INIT;
+/// HQ in NUMA mode from the first waiter.
+static HQ_NUMA: numa_spin::Config = numa_spin::Config::DEFAULT.hq_switch_threshold(0);
 
-/// Runs `f` (a call into [`System`]) under [`SYSTEM_LOCK`].
-fn locked<T>(f: impl FnOnce() -> T) -> T {
-    use lock_api::RawMutex as _;
-    let guard = SYSTEM_LOCK.lock();
+/// The locks that serialize the calls into [`System`], in [`LOCK_NAMES`] order.
+struct SystemLocks {
+    cna: numa_spin::RawMutex,
+    queued: numa_spin::RawQueuedMutex,
+    hq: numa_spin::RawHqMutex,
+    hq_numa: numa_spin::RawHqLock<&'static numa_spin::Config>,
+}
+
+static SYSTEM_LOCKS: SystemLocks = SystemLocks {
+    cna: <numa_spin::RawMutex as lock_api::RawMutex>::INIT,
+    queued: <numa_spin::RawQueuedMutex as lock_api::RawMutex>::INIT,
+    hq: <numa_spin::RawHqMutex as lock_api::RawMutex>::INIT,
+    hq_numa: numa_spin::RawHqLock::with_config(&HQ_NUMA),
+};
+
+/// The allocator's locks by name.
+pub const LOCK_NAMES: [&str; 4] = ["cna", "queued", "hq", "hq-numa"];
+
+/// Calls into [`System`] made under each lock, in [`LOCK_NAMES`] order.
+static SERVED: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// The next lock to assign to a thread.
+static NEXT_LOCK: AtomicUsize = AtomicUsize::new(0);
+
+/// No lock assigned to the thread yet.
+const UNASSIGNED: usize = usize::MAX;
+
+thread_local! {
+    /// The index of the thread's lock in [`LOCK_NAMES`], or [`UNASSIGNED`].
+    static LOCK: Cell<usize> = const { Cell::new(UNASSIGNED) };
+    /// Whether the thread yields its CPU inside the lock (so that waiters
+    /// queue up behind it on few CPUs).
+    static YIELD_INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The calling thread's lock: assigned round robin at its first call; CNA
+/// for a thread whose thread-locals are gone.
+fn my_lock() -> usize {
+    LOCK.try_with(|l| {
+        if l.get() == UNASSIGNED {
+            l.set(NEXT_LOCK.fetch_add(1, Ordering::Relaxed) % LOCK_NAMES.len());
+        }
+        l.get()
+    })
+    .unwrap_or(0)
+}
+
+/// Runs `f` under `lock`, counted in `served`.
+fn under<R: lock_api::RawMutex, T>(lock: &R, served: &AtomicU64, f: impl FnOnce() -> T) -> T {
+    let guard = lock.lock();
     let r = f();
+    served.fetch_add(1, Ordering::Relaxed);
+    if YIELD_INSIDE.try_with(Cell::get).unwrap_or(false) {
+        std::thread::yield_now();
+    }
     // SAFETY: `guard` is the acquisition just above, released once.
-    unsafe { SYSTEM_LOCK.unlock(guard) };
+    unsafe { lock.unlock(guard) };
     r
+}
+
+/// Runs `f` (a call into [`System`]) under the calling thread's lock.
+fn locked<T>(f: impl FnOnce() -> T) -> T {
+    let i = my_lock();
+    let (l, served) = (&SYSTEM_LOCKS, &SERVED[i]);
+    match i {
+        0 => under(&l.cna, served, f),
+        1 => under(&l.queued, served, f),
+        2 => under(&l.hq, served, f),
+        _ => under(&l.hq_numa, served, f),
+    }
 }
 
 /// Turns counting on or off for the calling thread's future allocations.
@@ -173,5 +242,116 @@ unsafe impl GlobalAlloc for CountingAlloc {
         }
         // SAFETY: the header is inside the new block (see `finish`).
         unsafe { base.add(header(layout)) }
+    }
+}
+
+/// Aborts the process (failing the test binary with SIGABRT) unless `done` is
+/// set within `limit`. Not a panic: with the allocator deadlocked, the panic's
+/// message would wait for it too.
+fn abort_unless_done(done: &'static AtomicBool, limit: Duration) {
+    std::thread::spawn(move || {
+        let polls = limit.as_millis() / 100;
+        for _ in 0..polls {
+            if done.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Straight to fd 2: `eprintln!` goes through the test harness's output
+        // capture, which allocates.
+        let _ = std::io::stderr().write_all(b"torture alloc: allocator deadlocked (watchdog)\n");
+        std::process::abort();
+    });
+}
+
+/// The allocator's four locks under contention: 12 threads, 3 per lock,
+/// each assigned a virtual node and yielding its CPU inside the lock so that
+/// queues form, allocate and free until a 13th thread, assigned no node, has
+/// made 200 allocations through the HQ lock with the process-wide tunables,
+/// which it starts once that lock is in NUMA mode. Every lock serves its
+/// threads and none deadlocks (the process aborts if they are not done within
+/// 60 s). Run alone (`-- --ignored alloc`), the 13th thread's first slow
+/// acquisition makes the first node lookup of the process: it builds the
+/// topology's node map, which allocates and so re-enters the lock it waits for
+/// on the same thread. (The threads are started one at a time, so that the
+/// allocations of their start, made before they are assigned a node, meet no
+/// contention and look nothing up.)
+#[test]
+#[ignore = "torture: run with --ignored"]
+fn torture_allocator_locks() {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    let _serial = super::SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    abort_unless_done(&DONE, Duration::from_secs(60));
+    const HAMMERS: usize = 12;
+    let hq = LOCK_NAMES
+        .iter()
+        .position(|&n| n == "hq")
+        .expect("an HQ lock");
+    let before: Vec<u64> = SERVED.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    let (started, go, stop) = (
+        AtomicUsize::new(0),
+        AtomicBool::new(false),
+        AtomicBool::new(false),
+    );
+    let made = AtomicU64::new(0);
+    let await_go = || {
+        started.fetch_add(1, Ordering::SeqCst);
+        while !go.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    };
+    // This thread allocates to spawn the others: it must not look anything up.
+    let node = numa_topology::current_thread_node();
+    numa_topology::set_current_thread_node(Some(0));
+    let await_started = |n: usize| {
+        while started.load(Ordering::SeqCst) < n {
+            std::thread::yield_now();
+        }
+    };
+    std::thread::scope(|s| {
+        for i in 0..HAMMERS {
+            let (made, stop, await_go) = (&made, &stop, &await_go);
+            s.spawn(move || {
+                LOCK.with(|l| l.set(i % LOCK_NAMES.len()));
+                numa_topology::set_current_thread_node(Some(i % 2));
+                YIELD_INSIDE.with(|y| y.set(true));
+                await_go();
+                while !stop.load(Ordering::Relaxed) {
+                    drop(std::hint::black_box(Box::new([i; 4])));
+                    made.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            await_started(i + 1);
+        }
+        s.spawn(|| {
+            LOCK.with(|l| l.set(hq));
+            await_go();
+            // Until the lock is in NUMA mode, whose slow path looks the node
+            // up (or, should it not get there, a while longer).
+            while made.load(Ordering::Relaxed) < 1000
+                || !SYSTEM_LOCKS.hq.is_numa_bound() && made.load(Ordering::Relaxed) < 1_000_000
+            {
+                std::thread::yield_now();
+            }
+            let mut keep = Vec::new();
+            for round in 0..200usize {
+                let b = Box::new([round; 4]);
+                if round % 16 == 0 {
+                    keep.push(b);
+                }
+            }
+            assert_eq!(keep.len(), 200 / 16 + 1);
+            stop.store(true, Ordering::Relaxed);
+        });
+        await_started(HAMMERS + 1);
+        go.store(true, Ordering::SeqCst);
+    });
+    DONE.store(true, Ordering::Relaxed);
+    numa_topology::set_current_thread_node(node);
+    for (i, name) in LOCK_NAMES.iter().enumerate() {
+        let served = SERVED[i].load(Ordering::Relaxed) - before[i];
+        assert!(served > 0, "{name} served no allocation");
     }
 }
