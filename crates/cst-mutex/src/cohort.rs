@@ -247,37 +247,30 @@ impl Cohort {
         // A thread woken to compete re-parks at once while others are parked.
         let mut woken = false;
         // Untimed waiters queue on their snode while the lock is not
-        // oversubscribed: with at least as many waiters asleep (parked on the
-        // lock, or on their queue node in the own snode's queue) as there are
-        // CPUs, the holder or the next head is likely not running, and a queue
-        // would only pass head-ship from one sleeper to the next (and make
-        // every waiter behind them wait for all of them); the waiter parks in
-        // the snode's parking queue at once instead (below). Under loom a
-        // thread without spin rounds parks at once too, so the models of the
-        // parking paths do not grow by the queue's steps.
+        // oversubscribed: once the waiters parked on the lock and those in the
+        // own snode's queue are as many as the machine's CPUs, some of them
+        // cannot be running, and a FIFO queue would make every waiter behind a
+        // descheduled one wait for its time slice (on a 2-CPU machine with 32
+        // threads, waits of tens of milliseconds); the waiter spins and parks
+        // in the snode's parking queue instead (below), where unlocks wake one
+        // at a time and running threads barge. Under loom a thread without spin
+        // rounds parks at once too, so the models of the parking paths do not
+        // grow by the queue's steps.
         if deadline.is_none() && queue::budget_allows_queueing() {
-            // A short spin on the word first (parking_lot_core's pause rounds,
-            // [`PAUSE_ROUNDS`]): a lock that comes free within a few hundred
-            // nanoseconds (a spurious failure of the fast path's weak CAS, two
-            // threads taking turns) is taken without allocating an snode and
-            // without the queue's steps; a queue forms only behind a holder
-            // that keeps the lock longer or behind other waiters.
+            // One look first: a lock that is free (a spurious failure of the
+            // fast path's weak CAS) is taken without allocating an snode. (A
+            // short spin here, before the queue, let arrivals take most
+            // releases from woken waiters: on 2 CPUs with 32 threads their
+            // waits grew from a few to 50-80 milliseconds.)
             if self.try_lock() {
                 return Some(node);
-            }
-            #[cfg(not(numa_loom))]
-            for round in 1..=PAUSE_ROUNDS {
-                spin_round(round);
-                if self.try_lock() {
-                    return Some(node);
-                }
             }
             let sn = self.snodes.get_or_insert(node);
             snode = Some(sn);
             // Relaxed: heuristics.
-            let asleep = parked_count(self.state.load(Ordering::Relaxed))
-                + sn.hot.queue_parked.load(Ordering::Relaxed);
-            if asleep < sync::num_cpus() {
+            let waiting = parked_count(self.state.load(Ordering::Relaxed))
+                + sn.hot.queued.load(Ordering::Relaxed);
+            if waiting < sync::num_cpus() {
                 match queue::wait(self, sn) {
                     Queued::Acquired { granted } => {
                         #[cfg(numa_loom)]

@@ -229,6 +229,8 @@ pub(crate) enum Queued {
 /// The queued wait of an untimed waiter of `sn`: enqueue, wait for head-ship,
 /// then wait as head for the word or a grant.
 pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
+    // Relaxed: a hint for arrivals (see `Cohort::lock_slow`).
+    sn.hot.queued.fetch_add(1, Ordering::Relaxed);
     let q = QNode::new();
     let me = &q as *const QNode as *mut QNode;
     let queue = &sn.hot.queue;
@@ -250,16 +252,14 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
     #[cfg(feature = "stats")]
     crate::stats::count(&sn.stats.queued);
     wake_ahead(sn, &q);
-    match compete(cohort, sn, &q) {
-        Some(granted) => {
-            pass_headship(sn, &q);
-            Queued::Acquired { granted }
-        }
-        None => {
-            pass_headship(sn, &q);
-            Queued::OutOfBudget
-        }
-    }
+    let r = match compete(cohort, sn, &q) {
+        Some(granted) => Queued::Acquired { granted },
+        None => Queued::OutOfBudget,
+    };
+    pass_headship(sn, &q);
+    // Relaxed: as above.
+    sn.hot.queued.fetch_sub(1, Ordering::Relaxed);
+    r
 }
 
 /// Spins, then parks, until a predecessor makes `q` the head.
@@ -287,11 +287,11 @@ fn wait_for_headship(sn: &Snode, q: &QNode) {
         }
         #[cfg(feature = "stats")]
         crate::stats::count(&sn.stats.parks);
+        #[cfg(not(feature = "stats"))]
+        let _ = sn;
         #[cfg(numa_loom)]
         sync::set_loom_queue_parked(true);
         let validate = || q.status.load(Ordering::Relaxed) == PARKED;
-        // Relaxed: a hint for arrivals (see `Cohort::lock_slow`).
-        sn.hot.queue_parked.fetch_add(1, Ordering::Relaxed);
         // SAFETY:
         // - the key is a queue node's address + 2, which this crate controls
         //   (see `QNode::park_key`);
@@ -299,7 +299,6 @@ fn wait_for_headship(sn: &Snode, q: &QNode) {
         unsafe {
             sync::park(q.park_key(), validate, || {}, |_, _| {}, ParkToken(0), None);
         }
-        sn.hot.queue_parked.fetch_sub(1, Ordering::Relaxed);
         // Woken by head-ship, by a wake-ahead (status back to `WAITING`: spin
         // a fresh budget), or spuriously (status still `PARKED`: park again).
         if q.status.load(Ordering::Relaxed) == WAITING {

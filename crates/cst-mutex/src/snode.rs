@@ -61,9 +61,10 @@ pub(crate) struct Hot {
     pub(crate) fair_since_ns: AtomicU64,
     /// The node's queue of untimed waiters (see [`crate::queue`]).
     pub(crate) queue: SnodeQueue,
-    /// Queued waiters asleep on their queue node (a hint: new waiters stop
-    /// queueing while as many sleep as there are CPUs).
-    pub(crate) queue_parked: AtomicUsize,
+    /// Waiters in the node's queue, head included (a hint: new waiters stop
+    /// queueing while the queue and the parked waiters are as many as the
+    /// machine's CPUs).
+    pub(crate) queued: AtomicUsize,
 }
 
 /// The per-node reader counter (on its own line, see [`Snode::readers`]).
@@ -82,7 +83,7 @@ impl Snode {
                 batch: AtomicU32::new(0),
                 fair_since_ns: AtomicU64::new(0),
                 queue: SnodeQueue::new(),
-                queue_parked: AtomicUsize::new(0),
+                queued: AtomicUsize::new(0),
             }),
             readers: CachePadded::new(ReaderLine {
                 count: AtomicUsize::new(0),

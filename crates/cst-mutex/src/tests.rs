@@ -860,16 +860,12 @@ fn holder_grants_its_nodes_queue_head() {
             })
             .collect();
         // Wait for the head's registration, or for both waiters to have
-        // gone to sleep (this attempt then has no running head to grant).
+        // parked on the lock (this attempt then has no running head to
+        // grant; a waiter asleep on its queue node has a head in front that
+        // registers, or leaves the queue to park on the lock and wakes it).
         loop {
             let s = m.cohort.state.load(Ordering::SeqCst);
-            let queue_parked: usize = m
-                .cohort
-                .snodes
-                .iter()
-                .map(|sn| sn.hot.queue_parked.load(Ordering::SeqCst))
-                .sum();
-            if s & HEAD_MASK == HEAD_ONE || parked_count(s) + queue_parked >= 2 {
+            if s & HEAD_MASK == HEAD_ONE || parked_count(s) >= 2 {
                 break;
             }
             thread::yield_now();
