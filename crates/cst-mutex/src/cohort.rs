@@ -181,6 +181,16 @@ impl Cohort {
         }
     }
 
+    /// The contended-path counters, summed over the snodes.
+    #[cfg(feature = "stats")]
+    pub(crate) fn stats(&self) -> crate::Stats {
+        let mut s = crate::Stats::default();
+        for sn in self.snodes.iter() {
+            sn.stats.add_to(&mut s);
+        }
+        s
+    }
+
     /// One attempt to take `LOCKED_BIT` (keeping every other bit).
     #[inline]
     pub(crate) fn try_lock(&self) -> bool {

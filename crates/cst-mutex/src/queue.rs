@@ -247,7 +247,7 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
         // Release: our predecessor reads our node through this pointer (an
         // Acquire load) and must see its initialisation.
         pred.next.store(me, Ordering::Release);
-        wait_for_headship(sn, &q);
+        wait_for_status(sn, &q, WAITING, HEAD);
     }
     #[cfg(feature = "stats")]
     crate::stats::count(&sn.stats.queued);
@@ -262,25 +262,30 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
     r
 }
 
-/// Spins, then parks, until a predecessor makes `q` the head.
-fn wait_for_headship(sn: &Snode, q: &QNode) {
+/// Spins, then parks, until `q`'s status becomes `target`: head-ship
+/// (`HEAD`, waiting from `WAITING`, set by the predecessor) or the grant
+/// (`GRANTED`, waiting from `HEAD` after losing the withdrawal to a holder's
+/// claim: the claimer may be preempted between its claim and its grant).
+fn wait_for_status(sn: &Snode, q: &QNode, running: u32, target: u32) {
     let mut spin = Spin::new();
     loop {
-        // Acquire: pairs with the Release of `pass_headship`, so the snode's
-        // registration slot was cleared (by the claim or the withdrawal of our
-        // predecessor) before we register in it.
+        // Acquire: pairs with the Release of `pass_headship` (head-ship: the
+        // snode's registration slot was cleared, by the claim or the
+        // withdrawal of our predecessor, before we register in it) or of the
+        // grant's swap (the granting holder's critical section happens before
+        // ours).
         let st = q.status.load(Ordering::Acquire);
-        if st == HEAD {
+        if st == target {
             return;
         }
-        if st == WAITING && spin.spin() {
+        if st == running && spin.spin() {
             continue;
         }
-        // Relaxed: announces that we sleep; the predecessor's swap to `HEAD`
-        // reads it (one location), and publishes nothing of ours.
-        if st == WAITING
+        // Relaxed: announces that we sleep; the swap to `target` reads it (one
+        // location), and we publish nothing.
+        if st == running
             && q.status
-                .compare_exchange(WAITING, PARKED, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(running, PARKED, Ordering::Relaxed, Ordering::Relaxed)
                 .is_err()
         {
             continue;
@@ -299,9 +304,10 @@ fn wait_for_headship(sn: &Snode, q: &QNode) {
         unsafe {
             sync::park(q.park_key(), validate, || {}, |_, _| {}, ParkToken(0), None);
         }
-        // Woken by head-ship, by a wake-ahead (status back to `WAITING`: spin
-        // a fresh budget), or spuriously (status still `PARKED`: park again).
-        if q.status.load(Ordering::Relaxed) == WAITING {
+        // Woken by the swap to `target`, by a wake-ahead (status back to
+        // `WAITING`: spin a fresh budget), or spuriously (status still
+        // `PARKED`: park again).
+        if q.status.load(Ordering::Relaxed) == running {
             spin = Spin::new();
         }
     }
@@ -454,7 +460,7 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode) -> Option<bool> {
             cohort.state.fetch_sub(HEAD_ONE, Ordering::Relaxed);
             return None;
         }
-        wait_for_grant(q);
+        wait_for_status(sn, q, HEAD, GRANTED);
         return Some(true);
     }
 }
@@ -464,40 +470,6 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode) -> Option<bool> {
 pub(crate) fn has_head(sn: &Snode) -> bool {
     // Relaxed: a hint; the claim in `grant` decides.
     !queue_head(sn).load(Ordering::Relaxed).is_null()
-}
-
-/// A head whose withdrawal lost to a holder's claim: the grant is on its
-/// way, but the claimer may be preempted between its claim and its grant, so
-/// the head spins a little and then sleeps until the grant wakes it.
-fn wait_for_grant(q: &QNode) {
-    let mut spin = Spin::new();
-    loop {
-        // Acquire: pairs with the grant's Release swap (the granting holder's
-        // critical section happens before ours).
-        let st = q.status.load(Ordering::Acquire);
-        if st == GRANTED {
-            return;
-        }
-        if st == HEAD && spin.spin() {
-            continue;
-        }
-        // Relaxed: announces that we sleep; the grant's swap reads it.
-        if st == HEAD
-            && q.status
-                .compare_exchange(HEAD, PARKED, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            continue;
-        }
-        let validate = || q.status.load(Ordering::Relaxed) == PARKED;
-        // SAFETY:
-        // - the key is a queue node's address + 2, which this crate controls
-        //   (see `QNode::park_key`);
-        // - `validate` only reads an atomic; the other callbacks are empty.
-        unsafe {
-            sync::park(q.park_key(), validate, || {}, |_, _| {}, ParkToken(0), None);
-        }
-    }
 }
 
 #[inline]

@@ -110,11 +110,7 @@ impl RawMutex {
     #[cfg(feature = "stats")]
     #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
     pub fn stats(&self) -> crate::Stats {
-        let mut s = crate::Stats::default();
-        for sn in self.cohort.snodes.iter() {
-            sn.stats.add_to(&mut s);
-        }
-        s
+        self.cohort.stats()
     }
 
     /// The number of snodes this lock has allocated so far: one per node
