@@ -159,6 +159,7 @@ struct Raw {
     tracker: NodeTracker,
     stats: Option<LockStats>,
     idle_max_ns: Option<u64>,
+    wait_max_ns: u64,
 }
 
 /// Per-worker result.
@@ -167,6 +168,8 @@ struct WorkerOut {
     hist: Histogram<u64>,
     bound: bool,
     idle_max_ns: u64,
+    /// Longest lock call to unlock return of any of its acquisitions, ns.
+    wait_max_ns: u64,
 }
 
 /// Runs one point.
@@ -236,6 +239,7 @@ fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String, load: Option<f64
         workload_params,
         hog_threads: cfg.hog_threads,
         idle_while_waited_max_ns: raw.idle_max_ns,
+        wait_max_ns: raw.wait_max_ns,
         repeats: 1,
         spread: None,
         raw_repeats: Vec::new(),
@@ -426,18 +430,20 @@ impl Watchdog {
     }
 }
 
-fn merge(outs: Vec<WorkerOut>) -> (Vec<u64>, Histogram<u64>, bool, u64) {
+fn merge(outs: Vec<WorkerOut>) -> (Vec<u64>, Histogram<u64>, bool, u64, u64) {
     let mut hist = new_latency_histogram();
     let mut ops = Vec::with_capacity(outs.len());
     let mut bound = true;
     let mut idle = 0;
+    let mut wait = 0;
     for o in outs {
         ops.push(o.ops);
         bound &= o.bound;
         idle = idle.max(o.idle_max_ns);
+        wait = wait.max(o.wait_max_ns);
         hist.add(&o.hist).expect("histograms share bounds");
     }
-    (ops, hist, bound, idle)
+    (ops, hist, bound, idle, wait)
 }
 
 struct MutexRun<'a, W> {
@@ -467,11 +473,13 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
             let mut hist = new_latency_histogram();
             let mut ops = 0u64;
             let mut idle_max_ns = 0u64;
+            let mut wait_max = Duration::ZERO;
             let mut n = i as u64;
             while !stop.load(Ordering::Relaxed) {
                 let req = w.prepare(&mut local);
                 n += 1;
-                let t0 = n.is_multiple_of(every).then(Instant::now);
+                let call = Instant::now();
+                let t0 = n.is_multiple_of(every).then_some(call);
                 let lat = if idle {
                     if t0.is_some() {
                         waiting.0.fetch_add(1, Ordering::Relaxed);
@@ -511,6 +519,7 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                         lat
                     })
                 };
+                wait_max = wait_max.max(call.elapsed());
                 if let Some(l) = lat {
                     hist.saturating_record(l.as_nanos() as u64);
                 }
@@ -524,11 +533,12 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                 hist,
                 bound,
                 idle_max_ns,
+                wait_max_ns: u64::try_from(wait_max.as_nanos()).unwrap_or(u64::MAX),
             }
         });
         let stats = lock.stats();
         let tracker = lock.with(|g| g.tracker.clone());
-        let (ops, hist, bound, idle_max_ns) = merge(outs);
+        let (ops, hist, bound, idle_max_ns, wait_max_ns) = merge(outs);
         Raw {
             ops,
             hist,
@@ -538,6 +548,7 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
             tracker,
             stats,
             idle_max_ns: idle.then_some(idle_max_ns),
+            wait_max_ns,
         }
     }
 }
@@ -564,11 +575,13 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
             let mut local = w.local(i);
             let mut hist = new_latency_histogram();
             let mut ops = 0u64;
+            let mut wait_max = Duration::ZERO;
             let mut n = i as u64;
             while !stop.load(Ordering::Relaxed) {
                 let (access, req) = w.prepare(&mut local);
                 n += 1;
-                let t0 = n.is_multiple_of(every).then(Instant::now);
+                let call = Instant::now();
+                let t0 = n.is_multiple_of(every).then_some(call);
                 let lat = match access {
                     Access::Read => lock.read(|g| {
                         let lat = t0.map(|t| t.elapsed());
@@ -582,6 +595,7 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
                         lat
                     }),
                 };
+                wait_max = wait_max.max(call.elapsed());
                 if let Some(l) = lat {
                     hist.saturating_record(l.as_nanos() as u64);
                 }
@@ -594,11 +608,12 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
                 hist,
                 bound,
                 idle_max_ns: 0,
+                wait_max_ns: u64::try_from(wait_max.as_nanos()).unwrap_or(u64::MAX),
             }
         });
         let stats = lock.stats();
         let tracker = lock.read(|g| g.tracker.clone());
-        let (ops, hist, bound, _) = merge(outs);
+        let (ops, hist, bound, _, wait_max_ns) = merge(outs);
         Raw {
             ops,
             hist,
@@ -608,6 +623,7 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
             tracker,
             stats,
             idle_max_ns: None,
+            wait_max_ns,
         }
     }
 }

@@ -219,6 +219,13 @@ pub struct Point {
     /// `latency_sample_every`) waits; see [`crate::harness`].
     #[serde(default)]
     pub idle_while_waited_max_ns: Option<u64>,
+    /// Longest time, ns, from a lock call to the return of its unlock, over
+    /// every acquisition of every thread (not only the sampled ones): the
+    /// longest wait plus its critical section. Read with two clock reads
+    /// outside the critical section per operation. 0 in files written before
+    /// it existed.
+    #[serde(default)]
+    pub wait_max_ns: u64,
     /// How many runs (`--repeat`) this point summarises; 1 for a single run. With
     /// more than one, every metric above is the median over the runs (see
     /// [`summarise_repeats`]).
@@ -329,6 +336,7 @@ pub fn summarise_repeats(runs: Vec<Point>) -> Point {
     let p99 = col(&|p| p.acquire_latency_ns.p99 as f64);
     let max = col(&|p| p.acquire_latency_ns.max as f64);
     let cpu = col(&|p| p.cpu_ns_per_op);
+    let wait = col(&|p| p.wait_max_ns as f64);
     let idle: Option<Vec<f64>> = runs
         .iter()
         .map(|p| p.idle_while_waited_max_ns.map(|v| v as f64))
@@ -347,6 +355,7 @@ pub fn summarise_repeats(runs: Vec<Point>) -> Point {
         max: median(&max).round() as u64,
     };
     out.cpu_ns_per_op = median(&cpu);
+    out.wait_max_ns = median(&wait).round() as u64;
     out.idle_while_waited_max_ns = idle.as_deref().map(|v| median(v).round() as u64);
     out.spread = Some(Spread {
         throughput_ops_per_us: Range::of(&tp),
@@ -373,8 +382,9 @@ pub fn summarise_repeats(runs: Vec<Point>) -> Point {
 /// release, so older readers that index columns keep working) hold the number of
 /// repeats, the min and max of throughput, fairness and p99 latency (the median
 /// itself when there was one run), the hog threads and the idle-while-waited
-/// maximum (empty when not measured).
-pub const CSV_HEADER: [&str; 33] = [
+/// maximum (empty when not measured), and the longest lock-to-unlock time of
+/// any acquisition.
+pub const CSV_HEADER: [&str; 34] = [
     "lock",
     "workload",
     "threads",
@@ -408,6 +418,7 @@ pub const CSV_HEADER: [&str; 33] = [
     "latency_p99_max_ns",
     "hog_threads",
     "idle_while_waited_max_ns",
+    "wait_max_ns",
 ];
 
 impl Point {
@@ -480,6 +491,7 @@ impl Point {
             self.hog_threads.to_string(),
             self.idle_while_waited_max_ns
                 .map_or_else(String::new, |v| v.to_string()),
+            self.wait_max_ns.to_string(),
         ]
         .into_iter()
         .map(|f| csv_quote(&f))
@@ -639,6 +651,7 @@ pub(crate) mod tests {
             workload_params: "keys=1000, zipf_s=0.99, get=90%".into(),
             hog_threads: 0,
             idle_while_waited_max_ns: None,
+            wait_max_ns: 0,
             repeats: 1,
             spread: None,
             raw_repeats: Vec::new(),

@@ -184,14 +184,16 @@ fn fmt_range(r: Option<Range>, repeats: usize, digits: usize) -> String {
 /// repeats) and its min-max `range`, `vs_pl` (throughput over [`BASELINE`]'s at the
 /// same workload and thread count, see [`ratio_to`]) and its `vs_range`, fairness
 /// factor, node switches per 1000 acquisitions, acquire latency p50/p99 (ns),
-/// `p99/pl` (p99 over the baseline's), max (ns), `idle_us` (only when some point
-/// measured idle-while-waited gaps), CPU ns per op. Ranges read `-` for one run.
+/// `p99/pl` (p99 over the baseline's), max (ns, of the sampled acquisitions),
+/// `wait_max_us` (the longest lock call to unlock return of any acquisition),
+/// `idle_us` (only when some point measured idle-while-waited gaps), CPU ns per
+/// op. Ranges read `-` for one run.
 pub fn table(points: &[Point]) -> String {
     let idle = points.iter().any(|p| p.idle_while_waited_max_ns.is_some());
     let mut s = String::new();
     let _ = write!(
         s,
-        "{:<12} {:>7} {:<15} {:>9} {:>13} {:>6} {:>11} {:>8} {:>7} {:>8} {:>9} {:>6} {:>10}",
+        "{:<12} {:>7} {:<15} {:>9} {:>13} {:>6} {:>11} {:>8} {:>7} {:>8} {:>9} {:>6} {:>10} {:>11}",
         "workload",
         "threads",
         "lock",
@@ -205,6 +207,7 @@ pub fn table(points: &[Point]) -> String {
         "p99_ns",
         "p99/pl",
         "max_ns",
+        "wait_max_us",
     );
     if idle {
         let _ = write!(s, " {:>9}", "idle_us");
@@ -226,7 +229,7 @@ pub fn table(points: &[Point]) -> String {
         let repeats = p.repeats.min(base.map_or(1, |b| b.repeats));
         let _ = write!(
             s,
-            "{:<12} {:>7} {:<15} {:>9.3} {:>13} {:>6} {:>11} {:>8.3} {:>7.1} {:>8} {:>9} {:>6} {:>10}",
+            "{:<12} {:>7} {:<15} {:>9.3} {:>13} {:>6} {:>11} {:>8.3} {:>7.1} {:>8} {:>9} {:>6} {:>10} {:>11.1}",
             p.workload,
             p.threads,
             p.lock,
@@ -240,6 +243,7 @@ pub fn table(points: &[Point]) -> String {
             p.acquire_latency_ns.p99,
             p99.map_or_else(|| "-".into(), |v| format!("{:.2}", v.0)),
             p.acquire_latency_ns.max,
+            p.wait_max_ns as f64 / 1e3,
         );
         if idle {
             let v = p

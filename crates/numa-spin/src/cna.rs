@@ -484,6 +484,9 @@ mod tests {
         fn lock(&self) {
             self.acquire();
         }
+        fn try_lock(&self) -> bool {
+            self.try_acquire()
+        }
         unsafe fn unlock(&self) {
             // SAFETY: the caller holds the lock.
             unsafe { self.release() };

@@ -89,10 +89,12 @@ pub struct Config {
     /// process. Default 20 us.
     pub spin_budget_ns: u64,
     /// Lock stealing bound, in ns: a thread arriving while the lock is free may take
-    /// it ahead of the queue until the queue head has waited this long; then the
-    /// head forbids stealing until it acquires, or until an arrival has seen the
-    /// lock free behind the flag for this long again (the head was preempted
-    /// before it could lift it). 0 = strict FIFO (no stealing past a
+    /// it ahead of the queue until the queue head (or a timed waiter) has waited
+    /// this long; then the head forbids stealing until it acquires, through its
+    /// naps and yields, unless an arrival has seen the lock free behind the flag
+    /// for this long again (plus five head naps, 100 us, while the head naps):
+    /// the head was preempted and cannot take it. See
+    /// [`RawLock`](crate::RawLock)'s fairness docs for the wait this bounds. 0 = strict FIFO (no stealing past a
     /// queued waiter, except the bounded in-flight races documented on
     /// [`RawLock`](crate::RawLock)), `u64::MAX` = always allow stealing, with
     /// no bound: a queued waiter can then starve while running threads keep
@@ -103,8 +105,9 @@ pub struct Config {
     /// head hands over (paravirt qspinlock's `pv_wait`/`pv_kick`), and the queue
     /// head of a CNA or queued lock sleeps 20 us at a time (a timed sleep: the
     /// release wakes nobody, so it stays one store); with [`WaitPolicy::Yield`]
-    /// both yield their CPU. Lock stealing is allowed while the head is off the
-    /// CPU. Default [`WaitPolicy::Park`] (see there for the measurement).
+    /// both yield their CPU. Before its steal bound the head lets arrivals take
+    /// the lock while it is off the CPU; past it the next release is the head's.
+    /// Default [`WaitPolicy::Park`] (see there for the measurement).
     pub wait_policy: WaitPolicy,
     /// HQ lock only ([`RawHqMutex`](crate::RawHqMutex)): how many consecutive
     /// *local* hand-offs (to the next waiter of the same NUMA node queue) a node
@@ -138,8 +141,8 @@ pub struct Config {
 pub enum WaitPolicy {
     /// Sleep (futex-style wait on the queue node) until made queue head; the
     /// handing-over head wakes it. Where the OS has no such wait, yields. The
-    /// queue head of a CNA or queued lock then sleeps 20 us at a time between
-    /// its checks of the lock word (the HQ lock's heads yield).
+    /// queue head of a CNA or queued lock, and the HQ lock's global head, then
+    /// sleep 20 us at a time between their checks of the lock word.
     Park,
     /// Yield the CPU (`sched_yield`) between checks, never sleep.
     Yield,

@@ -26,6 +26,8 @@ pub(crate) trait TestLock: Send + Sync + 'static {
     ///
     /// The caller holds the lock.
     unsafe fn unlock(&self);
+    /// `try_lock()`.
+    fn try_lock(&self) -> bool;
     /// The tail word (flags in bits 0 and 1, see [`crate::raw_lock`]).
     fn tail(&self) -> &AtomicU32;
     /// The queue-node code of the newest waiter that tail word `t` names, 0
@@ -361,6 +363,51 @@ pub(crate) fn arrival_takes_a_free_lock_past_an_absent_heads_mark<L: TestLock>()
     lock.tail().store(0, Ordering::SeqCst);
 }
 
+/// A queue head past its steal bound keeps the lock's next release through
+/// its naps: it forbids stealing (`NO_STEAL`) while it naps (`HEAD_ASLEEP`),
+/// so after the holder's release `try_lock` fails until the head has taken
+/// and released the lock.
+pub(crate) fn napping_head_past_its_bound_keeps_the_next_release<L: TestLock>() {
+    static NAP_BOUND_1US: Config = NAP_AT_ONCE.steal_bound_ns(1_000);
+    let lock = Arc::new(L::with_test_config(&NAP_BOUND_1US));
+    lock.lock();
+    let served = Arc::new(AtomicBool::new(false));
+    let (l, s) = (lock.clone(), served.clone());
+    let head = std::thread::spawn(move || {
+        l.lock();
+        s.store(true, Ordering::SeqCst);
+        // SAFETY: acquired above.
+        unsafe { l.unlock() };
+    });
+    await_new_tail(&*lock, &[]);
+    let start = Instant::now();
+    while lock.tail().load(Ordering::SeqCst) & (NO_STEAL | HEAD_ASLEEP) != NO_STEAL | HEAD_ASLEEP {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the head never napped with stealing forbidden"
+        );
+        std::thread::yield_now();
+    }
+    // SAFETY: acquired above.
+    unsafe { lock.unlock() };
+    // The lock is free now, and the head naps: only the head may take it.
+    loop {
+        let was_served = served.load(Ordering::SeqCst);
+        if lock.try_lock() {
+            assert!(
+                was_served,
+                "try_lock took the release kept for the napping head"
+            );
+            // SAFETY: acquired just now.
+            unsafe { lock.unlock() };
+            break;
+        }
+        std::thread::yield_now();
+    }
+    head.join().unwrap();
+    assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
+}
+
 /// One `#[test]` per shared test above, for lock type `$lock`.
 macro_rules! head_tests {
     ($name:ident, $lock:ty) => {
@@ -388,6 +435,10 @@ macro_rules! head_tests {
             #[test]
             fn head_forbids_stealing_after_the_steal_bound_only() {
                 super::head_forbids_stealing_after_the_steal_bound_only::<$lock>();
+            }
+            #[test]
+            fn napping_head_past_its_bound_keeps_the_next_release() {
+                super::napping_head_past_its_bound_keeps_the_next_release::<$lock>();
             }
             #[test]
             fn arrival_takes_a_free_lock_past_an_absent_heads_mark() {

@@ -370,8 +370,8 @@ fn pool() -> &'static Pool {
 /// waiter in HQ order, with no stealing in between.
 #[repr(C, align(8))]
 pub struct RawHqLock<T: Tunables = Global> {
-    locked: AtomicU32,
-    tail: AtomicU32,
+    pub(crate) locked: AtomicU32,
+    pub(crate) tail: AtomicU32,
     tunables: T,
     #[cfg(feature = "stats")]
     counters: crate::stats::Counters,
@@ -593,9 +593,9 @@ impl<T: Tunables> RawHqLock<T> {
                 // release sequence), so the switcher's claim of the metadata, and
                 // through it the previous binding's close of the gate, happen-
                 // before our read of the gate: after a switch the gate must read
-                // closed until the frozen plain queue has drained. (A binding CAS
-                // publishes nothing a joiner needs: see the bind below.) Relaxed
-                // on failure: we retry.
+                // closed until the frozen plain queue has drained. It pairs as well
+                // with the binding CAS's Release, publishing the binder's GO
+                // (see the bind below). Relaxed on failure: we retry.
                 match self.tail.compare_exchange_weak(
                     t,
                     (t + COUNT_ONE) | strict,
@@ -636,26 +636,35 @@ impl<T: Tunables> RawHqLock<T> {
                 }
             } else {
                 let m = claimed.expect("claimed above");
-                // No plain queue ahead: open the gate. Relaxed: a joiner that
-                // reads the gate before this store is visible only waits a little
-                // longer (see the binding CAS below).
+                // No plain queue ahead: open the gate. Relaxed: published to
+                // joiners by the binding CAS's Release below.
                 pool().meta(m).gate.store(GO, Ordering::Relaxed);
                 let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (t & TAIL_FLAGS) | strict;
-                // Relaxed (both): a joiner needs nothing of ours through this
-                // CAS. The gate it reads is GO (ours) or, stale, the previous
-                // binding's value: GO, or the close, after which it waits in
-                // `wait_signal` until our GO is visible (a read-modify-write
-                // there reads it, so it never parks on the stale value). Every
-                // other field it reads is either only read-modify-written (node
-                // queue tails, the list tail: each reads the latest value) or
-                // reset by the node queue's local head, which is ordered after
-                // the previous binding's accesses to that queue by the queue
-                // tail's Release clearing CAS / AcqRel swap (`pass_numa`,
-                // `lock_numa`). The joiners of a mode switch do need the claim:
-                // see `try_switch`.
+                // Release on success: publishes our GO to every joiner. A
+                // joiner's Acquire CAS on the tail reads this value or a later
+                // one of its release sequence (joins and leaves are all
+                // read-modify-writes), so our GO happens-before the joiner's
+                // reads of the gate, which by coherence then read GO or a later
+                // value, never the previous binding's close (the next close is
+                // written only by the last one out, after this joiner left).
+                // Without it a joiner could, in the C11/Rust model, read the
+                // stale close, and even its CAS announcing the park could be
+                // ordered before our GO in the gate's modification order
+                // (read-modify-writes read the value just before them in that
+                // order, not the newest), leaving it parked on a gate that only
+                // END_OF_CHAIN wakes. loom cannot show it (its read-modify-
+                // writes read the newest store), so the site is argued in
+                // `scripts/ordering-mutants.allow`. Every other field a joiner
+                // reads is either only read-modify-written (node queue tails,
+                // the list tail) or reset by the node queue's local head, which
+                // is ordered after the previous binding's accesses to that
+                // queue by the queue tail's Release clearing CAS / AcqRel swap
+                // (`pass_numa`, `lock_numa`). The joiners of a mode switch need
+                // the claim as well: see `try_switch`. Relaxed on failure: we
+                // retry.
                 match self
                     .tail
-                    .compare_exchange_weak(t, new, Ordering::Relaxed, Ordering::Relaxed)
+                    .compare_exchange_weak(t, new, Ordering::Release, Ordering::Relaxed)
                 {
                     Ok(_) => {
                         claimed = None;
@@ -1170,6 +1179,9 @@ mod tests {
         }
         fn lock(&self) {
             self.acquire();
+        }
+        fn try_lock(&self) -> bool {
+            self.try_acquire()
         }
         unsafe fn unlock(&self) {
             // SAFETY: the caller holds the lock.

@@ -30,12 +30,16 @@
 //! # Inside a global allocator
 //!
 //! A numa-spin lock may be the lock inside a `#[global_allocator]`, with no setup
-//! call: its slow path never calls the global allocator (queue nodes come from
-//! [`std::alloc::System`]) and never waits for the first-use initialization of the
-//! tunables or of the topology (a re-entrant or concurrent first use gets the
-//! defaults and node 0 for that one acquisition), which it reads before it enters
-//! its queue node, so that an allocation they make re-enters the lock before the
-//! thread's queue node is in use. `tests/global_alloc.rs` runs a whole test binary
+//! call. Queue nodes come from [`std::alloc::System`], never from the global
+//! allocator. The first slow path of a process does call it: reading the
+//! process-wide tunables ([`Config::global`]) reads the environment and may log
+//! a warning, and the first node lookup builds the topology's node map. Both
+//! happen before the thread enters its queue node, and neither waits for a
+//! first-use initialization in progress (a re-entrant or concurrent first use
+//! gets the defaults and node 0 for that one acquisition), so an allocation they
+//! make re-enters the lock as a fresh acquisition, before the thread's queue
+//! node is in use; from then on the slow path calls nothing that can allocate,
+//! log or take another lock until it holds the lock. `tests/global_alloc.rs` runs a whole test binary
 //! on such an allocator, `tests/global_alloc_fresh.rs` the first contended
 //! acquisitions of fresh processes on each lock. (`cst-mutex` cannot do this: it
 //! parks through `parking_lot_core`, whose table allocates.)

@@ -21,10 +21,12 @@
 //! locks.
 //!
 //! Nodes are never freed: the registry only grows (in segments of 32, 64, 128, ...
-//! nodes, 48 bytes each), so a code always names valid memory. A thread's slot is
-//! returned to a free list by its thread-local destructor and recycled by the next
-//! thread that needs one; the registry's size is the peak number of threads that
-//! contended at the same time. A thread whose thread-locals are already destroyed
+//! slots of 128 bytes each, a `CachePadded` node), so a code always names valid
+//! memory. A thread takes a slot on its first contended `lock()` and keeps it
+//! until it exits; its thread-local destructor returns the slot to a free list,
+//! and the next thread that needs one recycles it. So the registry's size is the
+//! peak number of live threads that have ever contended (on any numa-spin lock),
+//! not the peak number of simultaneous waiters. A thread whose thread-locals are already destroyed
 //! (a `lock()` from a thread-local destructor) borrows a node from the free list
 //! for that one acquisition and returns it once it holds the lock (its node is in no
 //! queue by then), so it waits in the queue like everyone else. Only if 2^30 - 1
@@ -688,25 +690,34 @@ pub(crate) fn steal_while_head_asleep(
     false
 }
 
+/// How much longer than the steal bound an arrival waits for a head that
+/// forbade stealing and naps (`NO_STEAL` and `HEAD_ASLEEP` both set) before it
+/// takes the free lock past the mark, ns: five naps of [`HEAD_NAP_NS`], which
+/// covers one nap with Linux's default timer slack (50 us) and a wake-up delay.
+pub(crate) const NAPPING_HEAD_PATIENCE_NS: u64 = 5 * HEAD_NAP_NS;
+
 /// While the queue head forbids stealing (`NO_STEAL`) but the lock word
-/// `locked` is free, watches the word for the steal bound; if it is free at
-/// every look, takes the lock past the mark (CAS `UNLOCKED` -> `LOCKED`) and
+/// `locked` is free, watches the word for the steal bound (plus
+/// [`NAPPING_HEAD_PATIENCE_NS`] while the head naps); if it is free at every
+/// look, takes the lock past the mark (CAS `UNLOCKED` -> `LOCKED`) and
 /// returns true. A free word without the mark (stealing is allowed) is tried
 /// at once. Returns false when the word is held (or `HANDED`), at the first
 /// look or any later one, and when the CAS loses; the caller then queues.
 /// Shared by CNA, the queued lock and HQ.
 ///
-/// The head sets `NO_STEAL` only while it runs and lifts it before it yields
-/// or naps ([`HeadWait`]), but a head preempted while it spins gets no chance
-/// to: the lock then stays free behind a mark no running thread may pass, and
-/// every arrival queues and parks behind the absent head until the scheduler
-/// runs it again, a whole time slice (what paravirt qspinlock's hybrid mode,
-/// Linux `qspinlock_paravirt.h`, avoids by letting waiters steal whenever the
-/// head is not running). A running head looks at the word at least every
-/// batch of spin hints (~400 ns, see `crate::backoff`) and takes a free lock at
-/// once, so a word seen free throughout the bound (10 us by default, 25 times
-/// the poll interval) means the head is away. A wrong guess costs one
-/// steal, which the steal bound's own in-flight races already allow.
+/// The head sets `NO_STEAL` once it has waited the steal bound and keeps it
+/// until it holds the lock ([`HeadWait`]), but a head preempted while it spins
+/// cannot take the lock: it then stays free behind a mark no running thread
+/// may pass, and every arrival queues and parks behind the absent head until
+/// the scheduler runs it again, a whole time slice (what paravirt qspinlock's
+/// hybrid mode, Linux `qspinlock_paravirt.h`, avoids by letting waiters steal
+/// whenever the head is not running). A running head looks at the word at
+/// least every batch of spin hints (~400 ns, see `crate::backoff`) and takes a
+/// free lock at once, so a word seen free throughout the bound (10 us by
+/// default, 25 times the poll interval) means the head is away. A napping head
+/// (it marks each nap `HEAD_ASLEEP`) looks again when its nap ends, so it gets
+/// the patience of a nap on top. A wrong guess costs the head one critical
+/// section: it takes the next release, which nobody else may take.
 ///
 /// Only with a finite nonzero bound: strict FIFO (`steal_bound_ns == 0`)
 /// keeps the mark set for the whole queue by request, and with no bound
@@ -716,7 +727,7 @@ pub(crate) fn steal_past_absent_head(
     locked: &AtomicU32,
     cfg: &crate::Config,
 ) -> bool {
-    use crate::raw_lock::{LOCKED, NO_STEAL, UNLOCKED};
+    use crate::raw_lock::{HEAD_ASLEEP, NO_STEAL, UNLOCKED};
     let bound = cfg.steal_bound_ns;
     if bound == 0 || bound == u64::MAX {
         return false;
@@ -729,21 +740,36 @@ pub(crate) fn steal_past_absent_head(
         if locked.load(Ordering::Relaxed) != UNLOCKED {
             return false;
         }
-        let forbidden = tail.load(Ordering::Relaxed) & NO_STEAL != 0;
+        let flags = tail.load(Ordering::Relaxed);
+        let forbidden = flags & NO_STEAL != 0;
+        let patience = if flags & HEAD_ASLEEP != 0 {
+            bound.saturating_add(NAPPING_HEAD_PATIENCE_NS)
+        } else {
+            bound
+        };
         let now = crate::sync::now_ns();
         let since = *started.get_or_insert(now);
-        if !forbidden || now.saturating_sub(since) >= bound {
+        if !forbidden || now.saturating_sub(since) >= patience {
             if forbidden {
                 crate::sync::event("steal-past-absent-head");
             }
-            // Acquire on success: pairs with the Release store of the unlock
-            // that made the word UNLOCKED. Relaxed on failure: nothing acquired.
-            return locked
-                .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok();
+            return take_free_word(locked);
         }
         spin.snooze();
     }
+}
+
+/// Takes the lock word if it is free (CAS `UNLOCKED` -> `LOCKED`), whatever
+/// `NO_STEAL` says: for the threads the mark lets through (an arrival that
+/// found the head absent, a timed waiter past its own bound, see
+/// `crate::timed`).
+pub(crate) fn take_free_word(locked: &AtomicU32) -> bool {
+    use crate::raw_lock::{LOCKED, UNLOCKED};
+    // Acquire on success: pairs with the Release store of the unlock that
+    // made the word UNLOCKED. Relaxed on failure: nothing acquired.
+    locked
+        .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+        .is_ok()
 }
 
 /// The queue head's wait for the lock word, shared by CNA's (and the queued
@@ -753,21 +779,29 @@ pub(crate) fn steal_past_absent_head(
 ///
 /// - **Bounded stealing** (`NO_STEAL`): once the head has waited
 ///   [`Config::steal_bound_ns`](crate::Config::steal_bound_ns) while the lock
-///   was held, it forbids stealing; it lets stealers in again whenever it is
-///   about to give up its CPU (off the CPU nobody could take a free lock
-///   behind it, and once it runs again the bound, long passed, forbids at
-///   once), so `NO_STEAL` is set only while the head runs, or until an
-///   arrival finds it preempted ([`steal_past_absent_head`]).
+///   was held, it forbids stealing, and keeps the mark until it holds the lock,
+///   through its naps and yields: past its bound the next release is the
+///   head's. A head preempted while it spins, or woken late from a nap, leaves
+///   a free lock behind the mark; arrivals take it once they have seen it free
+///   for long enough ([`steal_past_absent_head`]).
 /// - **Naps** with [`WaitPolicy::Park`](crate::WaitPolicy::Park): once its
-///   spin budget is spent the head sleeps [`HEAD_NAP_NS`] at a time, and marks
-///   the lock `HEAD_ASLEEP` before the first nap so that arrivals take a free
-///   lock rather than queue behind it ([`steal_while_head_asleep`]); with
-///   `Yield` it yields.
+///   spin budget is spent the head sleeps [`HEAD_NAP_NS`] at a time, marking
+///   the lock `HEAD_ASLEEP` for the length of each nap. Before the steal bound
+///   arrivals take a free lock meanwhile rather than queue behind the head
+///   ([`steal_while_head_asleep`]); past it they leave the lock to the head,
+///   which takes it when the nap ends. With `Yield` the head yields.
 /// - **Lifting the mark**: at the start (the hand-off that woke the head may
-///   have marked it) and once the head holds the lock (its own mark, or a
+///   have marked it), after each nap, and once the head holds the lock (a
 ///   hand-off's mark that landed after the first check: the hand-off marks
 ///   after its swap, which the head may see before the wake-up), together
 ///   with `NO_STEAL` in one read-modify-write.
+///
+/// So a head's wait is at most the steal bound, plus the critical sections of
+/// the threads that took the lock before the mark was seen (one per running
+/// thread: each has at most one steal in flight), plus the critical section in
+/// progress, plus one nap (about 70 us with Linux's default timer slack) or
+/// yield, plus any time the head is off its CPU; see `RawLock`'s fairness
+/// docs.
 ///
 /// Every access is Relaxed: both flags are hints; the lock word's CAS carries
 /// the synchronization.
@@ -778,11 +812,9 @@ pub(crate) struct HeadWait<'a> {
     timed: bool,
     /// When the wait started, ns (only when `timed`).
     started: u64,
-    /// Whether we set NO_STEAL (and have not lifted it since).
+    /// Whether we set NO_STEAL.
     forbade: bool,
     park: bool,
-    /// Whether we set HEAD_ASLEEP before a nap (once per wait is enough).
-    asleep: bool,
     /// The loom event counted when we mark ourselves asleep.
     nap_event: &'static str,
     spin: crate::backoff::SpinWait,
@@ -802,7 +834,6 @@ impl<'a> HeadWait<'a> {
             started: if timed { crate::sync::now_ns() } else { 0 },
             forbade: false,
             park: cfg.wait_policy == crate::WaitPolicy::Park,
-            asleep: false,
             nap_event,
             spin: crate::backoff::SpinWait::new(cfg.spin_budget_ns),
         }
@@ -822,37 +853,44 @@ impl<'a> HeadWait<'a> {
     }
 
     /// Waits before the next look at the lock word: spins, then naps (marking
-    /// the lock `HEAD_ASLEEP` first) or yields; lets stealers in before it
-    /// gives up the CPU.
+    /// the lock `HEAD_ASLEEP` for the nap) or yields. `NO_STEAL` stays as it
+    /// is: past the bound the next release is ours even while we sleep.
     pub(crate) fn pause(&mut self) {
-        use crate::raw_lock::{HEAD_ASLEEP, NO_STEAL};
-        if self.forbade && self.spin.is_yielding() {
-            // About to give up the CPU: let stealers in until we run again.
-            self.tail.fetch_and(!NO_STEAL, Ordering::Relaxed);
-            self.forbade = false;
-        }
-        if self.park {
-            if !self.asleep && self.spin.is_yielding() && crate::sync::head_asleep_hints() {
-                // About to sleep: arrivals should take a free lock rather
-                // than queue behind us. Relaxed: a hint.
+        use crate::raw_lock::HEAD_ASLEEP;
+        if self.park && self.spin.is_yielding() {
+            let hints = crate::sync::head_asleep_hints();
+            if hints {
+                // About to sleep: before the bound arrivals should take a free
+                // lock rather than queue behind us; past it they should know we
+                // come back within a nap. Relaxed: a hint.
                 self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
                 crate::sync::event(self.nap_event);
-                self.asleep = true;
             }
             self.spin.nap(HEAD_NAP_NS);
+            if hints {
+                // We run again. Relaxed: a hint.
+                self.tail.fetch_and(!HEAD_ASLEEP, Ordering::Relaxed);
+            }
         } else {
             self.spin.snooze();
         }
     }
 
     /// We hold the lock: lets stealers in again (until the next head's
-    /// bound) and lifts `HEAD_ASLEEP`, in one read-modify-write. The load
-    /// reads the line of the lock word the caller has just written.
+    /// bound) and lifts `HEAD_ASLEEP`, in one read-modify-write. With a finite
+    /// nonzero bound `NO_STEAL` is lifted whoever set it (we, or a timed
+    /// waiter that left it behind while we were queued: `crate::timed`); a
+    /// timed waiter still waiting sets it again. Strict FIFO keeps it. The
+    /// load reads the line of the lock word the caller has just written.
     pub(crate) fn acquired(self) {
         use crate::raw_lock::{HEAD_ASLEEP, NO_STEAL};
-        let mut lift = if self.forbade { NO_STEAL } else { 0 };
-        if crate::sync::head_asleep_hints() && self.tail.load(Ordering::Relaxed) & HEAD_ASLEEP != 0
-        {
+        let flags = self.tail.load(Ordering::Relaxed);
+        let mut lift = if self.forbade || (self.timed && flags & NO_STEAL != 0) {
+            NO_STEAL
+        } else {
+            0
+        };
+        if crate::sync::head_asleep_hints() && flags & HEAD_ASLEEP != 0 {
             lift |= HEAD_ASLEEP;
         }
         if lift != 0 {

@@ -30,10 +30,14 @@
 //! path's steal attempt then fail until the head has acquired and cleared the flag.
 //! A thread that read the tail word just before the flag was set may still complete
 //! its CAS: at most one such in-flight steal per thread, so the bound holds up to one
-//! steal per running thread. The head lifts the flag before it yields or naps;
-//! a head preempted while it spins cannot, so an arrival that finds the lock
-//! free behind the flag watches the word for `steal_bound_ns` and, if it stayed
-//! free throughout, takes it past the flag (`node::steal_past_absent_head`).
+//! steal per running thread. The head keeps the flag until it holds the lock,
+//! also while it naps or yields, so past its bound the next release is the
+//! head's. A head preempted while it spins (or woken late from a nap) leaves
+//! the lock free behind the flag, so an arrival that finds it so watches the
+//! word for `steal_bound_ns` (plus five naps while the head marks itself
+//! napping) and, if it stayed free throughout, takes it past the flag
+//! (`node::steal_past_absent_head`). A timed waiter (`crate::timed`) past its
+//! own bound sets the flag too and takes the free word past it.
 //! With `steal_bound_ns == 0` the flag is set by the
 //! enqueue itself and kept until the queue is empty, which makes the lock FIFO up to
 //! those in-flight races.
@@ -45,10 +49,12 @@
 //! runnable than there are CPUs, threads that arrive while the lock is held
 //! would queue behind heads that are not running, park in turn, and leave the
 //! CPUs idle while each head is woken (a lock convoy). So the head marks itself
-//! `HEAD_ASLEEP` before it naps, the hand-off that wakes a parked head marks it
-//! too, and the head lifts the mark as soon as it runs; an arrival that sees the
-//! mark spins for the lock word (taking it when it is free and stealing is
-//! allowed) for up to the spin budget before it queues. See `crate::cna`.
+//! `HEAD_ASLEEP` for each nap, the hand-off that wakes a parked head marks it
+//! too, and the head lifts the mark as soon as it runs (at the start of its
+//! wait, after each nap, and at the latest when it holds the lock, for a
+//! hand-off's mark that lands late); an arrival that sees the mark spins for
+//! the lock word (taking it when it is free and stealing is allowed) for up to
+//! the spin budget before it queues. See `crate::cna`.
 
 use crate::config::{Global, Tunables};
 use crate::sync::{AtomicU32, Ordering};
@@ -85,15 +91,37 @@ pub(crate) const TAIL_SHIFT: u32 = 2;
 ///
 /// # Fairness
 ///
-/// With finite tunables (the defaults), unfairness is bounded: threads that find
+/// With finite tunables (the defaults), unfairness is bounded. Threads that find
 /// the lock free may steal it until the queue head has waited `steal_bound_ns`;
-/// with `NUMA`, waiters on other nodes than the preferred one wait in the secondary
-/// queue for at most about `flush_threshold_ns` plus one queue drain. The bounds
-/// go with the tunables: with `steal_bound_ns = u64::MAX` running threads may keep
+/// then the head forbids stealing and keeps the lock's next release for itself,
+/// whatever its wait policy. So the queue head waits at most
+///
+/// `steal_bound_ns` + the critical sections of the steals in flight when it
+/// forbade (at most one per running thread) + the critical section in progress
+/// + one nap ([`WaitPolicy::Park`](crate::WaitPolicy): 20 us asked, about
+///   70 us with Linux's default 50 us timer slack) or one yield
+///
+/// plus any time it spends off its CPU (a head descheduled for longer than
+/// `steal_bound_ns` plus five naps lets arrivals take a free lock once, and
+/// then takes the next release). A queued waiter waits for the heads ahead of
+/// it, each bounded so, plus their critical sections and hand-offs: its queue
+/// position times (critical section + hand-off) plus the bound. With `NUMA`,
+/// waiters on other nodes than the preferred one wait in the secondary queue
+/// for at most about `flush_threshold_ns` plus one queue drain. Measured on
+/// the 2-CPU development machine (`tests/fairness_bound.rs`: a thread that
+/// re-takes the lock with no gap, critical sections of 5-200 us, a second
+/// thread acquiring 20 times): median waits of 13-210 us, maxima of a few ms
+/// when the machine was busy. Timed waiters (`try_lock_for`) get the same
+/// bound (see [`crate::timed`]).
+///
+/// The bounds go with the tunables: `spin_budget_ns` only decides when the
+/// head starts to nap; with `steal_bound_ns = u64::MAX` running threads may keep
 /// re-taking the lock ahead of the queue for as long as they keep arriving (a
-/// queued waiter can starve), and with `flush_threshold_ns = u64::MAX` remote
-/// waiters wait until the main queue runs empty. `unlock_fair` hands the lock to
-/// the longest waiter. See the [module docs](self) and [`Config`](crate::Config).
+/// queued waiter can starve), with `steal_bound_ns = 0` nobody steals past a
+/// queued waiter (up to the in-flight races), and with `flush_threshold_ns =
+/// u64::MAX` remote waiters wait until the main queue runs empty. `unlock_fair`
+/// hands the lock to the longest waiter. See the [module docs](self) and
+/// [`Config`](crate::Config).
 ///
 /// # Not async-signal-safe
 ///
@@ -105,10 +133,11 @@ pub(crate) const TAIL_SHIFT: u32 = 2;
 ///
 /// Queued waiters spin, then park on their queue node (with the default
 /// [`WaitPolicy::Park`](crate::WaitPolicy)); the queue head never parks, it spins,
-/// then sleeps 20 us at a time until the lock is free. While the queue head is
-/// not running (it sleeps, or is being woken), arrivals spin for the lock word
-/// for up to the spin budget instead of queueing behind it, so running threads
-/// keep the lock busy. 8 bytes instead of 1.
+/// then sleeps 20 us at a time until it gets the lock. While the queue head is
+/// not running (it sleeps, or is being woken) and has not reached its steal
+/// bound, arrivals spin for the lock word for up to the spin budget instead of
+/// queueing behind it, so running threads keep the lock busy. 8 bytes instead
+/// of 1.
 #[repr(C, align(8))]
 pub struct RawLock<const NUMA: bool, T: Tunables = Global> {
     /// `UNLOCKED`, `LOCKED` or `HANDED`.

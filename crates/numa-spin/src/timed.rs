@@ -6,47 +6,56 @@
 //! queue node at hand-off, and the secondary queue splices nodes by code (see
 //! [`crate::cna`]). Aborting a queued waiter (as MCS-try / CLH-try locks do) would
 //! need a second hand-off protocol on the hot path of every waiter. A timed
-//! acquisition therefore never enqueues: it polls the fast path
-//! ([`RawLock::try_acquire`], the same single attempt as `try_lock`) with
-//! back-off ([`Config::spin_budget_ns`] of spinning, then yielding) until it
-//! wins or the deadline passes. It uses no queue node, so it never delays the
-//! queued waiters, and a timed-out attempt leaves nothing behind.
+//! acquisition therefore never enqueues: it polls the lock word with back-off
+//! ([`Config::spin_budget_ns`] of spinning, then yielding) until it wins or the
+//! deadline passes. It uses no queue node, and a timed-out attempt leaves
+//! nothing behind.
 //!
 //! # Fairness
 //!
-//! Timed waiters honour `NO_STEAL`: once the queue head has waited
-//! `steal_bound_ns` (10 us by default), they, like every newcomer, cannot take the
-//! lock until the head has, while the head is running (it lifts the flag while it
-//! yields its CPU). So a timed waiter can starve while the lock is
-//! continuously contended by queued waiters: each release goes to the queue first
-//! once the steal bound is reached, and the timed waiter only wins a lock it finds
-//! free with stealing allowed. Under strict FIFO (`steal_bound_ns = 0`) it succeeds
-//! only at a moment when nobody is queued. It does not get the `lock()` guarantee
-//! of eventually acquiring; it gets "acquired, or the deadline passed". Use
-//! `lock()` where waiting order matters; `cst-mutex` (whose timed waiters park
-//! in the queue) where timed waits under heavy contention are the norm.
+//! Until it has waited `steal_bound_ns` (10 us by default) a timed waiter is a
+//! newcomer: it takes the lock only when it finds it free with stealing allowed
+//! (the fast path's attempt, as `try_lock`), so it barges past queued waiters
+//! as every newcomer does, and cannot pass a head that has forbidden stealing.
+//! Past the bound it forbids stealing itself (`NO_STEAL`, the queue head's
+//! mark) and takes the word whenever it sees it free, whatever the mark: it and
+//! a queue head past its own bound are then the only threads that may take the
+//! next release, so its wait is bounded as a queue head's is (the steal bound,
+//! the critical sections in flight, one critical section per queue head that
+//! wins a release instead; see `RawLock`'s fairness docs). A timed waiter
+//! descheduled while it forbids stealing is treated like an absent queue head:
+//! arrivals take a lock they have seen free for the steal bound. It lifts the
+//! mark when it leaves (acquired or timed out) if nobody is queued; a queue
+//! head lifts it when it acquires. Strict FIFO (`steal_bound_ns = 0`) keeps
+//! timed waiters newcomers: they succeed only at a moment when nobody is
+//! queued, since strict FIFO admits no barging. With `steal_bound_ns =
+//! u64::MAX` nobody forbids stealing and a timed waiter can starve.
 //!
 //! [`Config::spin_budget_ns`]: crate::Config::spin_budget_ns
 
 use std::time::{Duration, Instant};
 
 use crate::backoff::SpinWait;
-use crate::config::Tunables;
+use crate::config::{Config, Tunables};
 use crate::hq::RawHqLock;
 use crate::raw_lock::RawLock;
+use crate::raw_lock::{NO_STEAL, UNLOCKED};
+use crate::sync::{AtomicU32, Ordering};
 
 /// What the timed polling needs of a raw lock: its fast path's single attempt,
-/// its blocking acquisition (for a timeout too large to represent), whether it
-/// is held, and its spin budget.
+/// its blocking acquisition (for a timeout too large to represent), its lock
+/// and tail words, and its tunables.
 pub(crate) trait Poll {
     /// The fast path's single attempt (`try_lock`).
     fn try_once(&self) -> bool;
     /// The queued acquisition (`lock`).
     fn acquire_queued(&self);
-    /// A snapshot of the lock word.
-    fn held(&self) -> bool;
-    /// [`Config::spin_budget_ns`](crate::Config::spin_budget_ns) of the lock.
-    fn spin_budget_ns(&self) -> u64;
+    /// The lock word (`UNLOCKED`, `LOCKED`, `HANDED`, see [`crate::raw_lock`]).
+    fn locked(&self) -> &AtomicU32;
+    /// The tail word, whose bit 0 is `NO_STEAL` and bit 1 `HEAD_ASLEEP`.
+    fn tail(&self) -> &AtomicU32;
+    /// The lock's tunables.
+    fn tunables(&self) -> &Config;
 }
 
 impl<const NUMA: bool, T: Tunables> Poll for RawLock<NUMA, T> {
@@ -56,11 +65,14 @@ impl<const NUMA: bool, T: Tunables> Poll for RawLock<NUMA, T> {
     fn acquire_queued(&self) {
         self.acquire();
     }
-    fn held(&self) -> bool {
-        self.is_held()
+    fn locked(&self) -> &AtomicU32 {
+        &self.locked
     }
-    fn spin_budget_ns(&self) -> u64 {
-        self.config().spin_budget_ns
+    fn tail(&self) -> &AtomicU32 {
+        &self.tail
+    }
+    fn tunables(&self) -> &Config {
+        self.config()
     }
 }
 
@@ -71,11 +83,14 @@ impl<T: Tunables> Poll for RawHqLock<T> {
     fn acquire_queued(&self) {
         self.acquire();
     }
-    fn held(&self) -> bool {
-        self.is_held()
+    fn locked(&self) -> &AtomicU32 {
+        &self.locked
     }
-    fn spin_budget_ns(&self) -> u64 {
-        self.config().spin_budget_ns
+    fn tail(&self) -> &AtomicU32 {
+        &self.tail
+    }
+    fn tunables(&self) -> &Config {
+        self.config()
     }
 }
 
@@ -101,21 +116,75 @@ pub(crate) fn try_for(lock: &impl Poll, timeout: Duration) -> bool {
     }
 }
 
-/// Polls the fast path with back-off until it wins or `deadline` passes.
+/// Polls the lock with back-off until it wins or `deadline` passes; past the
+/// steal bound forbids stealing and takes any free word (see the
+/// [module docs](self)).
 #[cold]
 fn poll_until(lock: &impl Poll, deadline: Instant) -> bool {
-    let mut wait = SpinWait::new(lock.spin_budget_ns());
+    let cfg = lock.tunables();
+    let bound = cfg.steal_bound_ns;
+    let claims = bound != 0 && bound != u64::MAX;
+    let start = crate::sync::now_ns();
+    let mut claim = Claim {
+        tail: lock.tail(),
+        held: false,
+    };
+    let mut wait = SpinWait::new(cfg.spin_budget_ns);
     loop {
         if Instant::now() >= deadline {
             // One last attempt: the lock may have been released while we
             // slept past the deadline.
-            return lock.try_once();
+            return claim.attempt(lock.locked()) || lock.try_once();
         }
         wait.snooze();
+        if claims && crate::sync::now_ns().saturating_sub(start) >= bound {
+            claim.assert();
+        }
         // Test-and-test-and-set: read the word before trying the CAS, so
         // polling waiters share the line instead of bouncing it.
-        if !lock.held() && lock.try_once() {
+        if lock.locked().load(Ordering::Relaxed) == UNLOCKED
+            && (claim.attempt(lock.locked()) || lock.try_once())
+        {
             return true;
+        }
+    }
+}
+
+/// A timed waiter's `NO_STEAL` mark: set once it has waited the steal bound,
+/// lifted when it leaves if nobody is queued.
+struct Claim<'a> {
+    tail: &'a AtomicU32,
+    held: bool,
+}
+
+impl Claim<'_> {
+    /// Forbids stealing, again if the mark was lifted meanwhile (by a queue
+    /// head's acquisition, or by a queue that emptied).
+    fn assert(&mut self) {
+        // Relaxed: a fairness hint, as everywhere (see `RawLock::try_steal`).
+        if self.tail.load(Ordering::Relaxed) & NO_STEAL == 0 {
+            self.tail.fetch_or(NO_STEAL, Ordering::Relaxed);
+        }
+        self.held = true;
+    }
+
+    /// With the mark set, takes a free word whatever the mark (ours, or a
+    /// queue head's past its own bound, whom we compete with on equal terms).
+    fn attempt(&self, locked: &AtomicU32) -> bool {
+        self.held && crate::node::take_free_word(locked)
+    }
+}
+
+impl Drop for Claim<'_> {
+    /// Lifts the mark if the tail holds nothing else (nobody is queued, so no
+    /// queue head relies on it). Otherwise the queue head lifts it when it
+    /// acquires (or the queue's last waiter clears it with the queue).
+    fn drop(&mut self) {
+        if self.held {
+            // Relaxed: a hint.
+            let _ = self
+                .tail
+                .compare_exchange(NO_STEAL, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 }
