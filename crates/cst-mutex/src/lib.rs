@@ -197,6 +197,7 @@ mod raw_mutex;
 mod raw_rwlock;
 mod remutex;
 mod rwlock;
+mod pool;
 mod snode;
 #[cfg(feature = "stats")]
 #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
