@@ -267,6 +267,7 @@ impl Cohort {
         {
             sync::set_loom_handed(false);
             sync::set_loom_queue_parked(false);
+            sync::set_loom_lot_parked(false);
         }
         let node = sync::current_node();
         let mut snode: Option<&Snode> = None;
@@ -353,6 +354,8 @@ impl Cohort {
                 continue;
             }
             let sn = *snode.get_or_insert_with(|| self.snodes.pin(node));
+            #[cfg(numa_loom)]
+            sync::set_loom_lot_parked(true);
             match self.park_on(sn, deadline) {
                 ParkResult::Unparked(TOKEN_HANDOFF) => {
                     #[cfg(numa_loom)]

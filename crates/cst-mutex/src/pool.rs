@@ -23,6 +23,7 @@
 //! pooled snode is `DEAD` (no pin can succeed on it).
 
 use crate::snode::Snode;
+#[cfg(not(numa_loom))]
 use std::ptr;
 
 /// The most snodes a thread keeps for itself.

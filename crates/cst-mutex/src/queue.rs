@@ -269,7 +269,9 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
     } else {
         0
     };
-    sn.hot.users.fetch_sub(QUEUED_ONE + unpin, Ordering::Release);
+    sn.hot
+        .users
+        .fetch_sub(QUEUED_ONE + unpin, Ordering::Release);
     r
 }
 

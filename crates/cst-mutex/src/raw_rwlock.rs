@@ -657,8 +657,9 @@ impl RawRwLock {
             self.unlock_shared_word();
         } else {
             // SAFETY: `counter` is the address of an snode of this lock (set in
-            // `lock_shared_slow`); snodes live until the lock is dropped, which
-            // cannot happen while this shared acquisition exists.
+            // `lock_shared_slow`); an rwlock's snodes stay attached until it is
+            // dropped (only a mutex detaches them), which cannot happen while
+            // this shared acquisition exists.
             let snode = unsafe { &*(g.counter as *const Snode) };
             snode.readers.count.fetch_sub(1, Ordering::Release);
             self.after_reader_left();

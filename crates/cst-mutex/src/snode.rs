@@ -71,9 +71,17 @@ pub(crate) const PIN_ONE: usize = 1usize << HALF;
 /// nobody may pin it.
 pub(crate) const DEAD: usize = 1usize << (usize::BITS - 1);
 
-/// The longest walk of a list (a stale walk through reused snodes could in
-/// theory go on; a list has one snode per node, plus the requeue one).
+/// The longest walk of a list. A list has one snode per node, plus the
+/// requeue one; only a stale walk goes further: a thread that loaded a
+/// pointer before a detach may follow links of reused snodes, including the
+/// link of another thread's unpublished snode, which may point back into
+/// the stale chain for a moment. Such a walk ends here, finds nothing, and
+/// its thread looks again from the head.
+#[cfg(not(numa_loom))]
 const MAX_WALK: usize = 4096;
+/// Under loom: the models have at most four snodes per lock.
+#[cfg(numa_loom)]
+const MAX_WALK: usize = 8;
 
 /// One NUMA node's share of a contended lock.
 ///
@@ -171,17 +179,23 @@ impl Snode {
     }
 
     /// The next snode pointer (list or pool link).
+    ///
+    /// Acquire, as every load of an snode pointer (the list head, the pool):
+    /// pairs with the Release store of that pointer, so the pointed-to
+    /// snode's allocation happens before our reads of it, even when we reach
+    /// it through a stale snode (an snode's memory is reused, its first
+    /// initialisation is not repeated).
     #[inline]
     pub(crate) fn next_ptr(&self) -> *mut Snode {
-        // Relaxed: as for `node`.
-        self.next.load(Ordering::Relaxed)
+        self.next.load(Ordering::Acquire)
     }
 
-    /// Sets the pool link (the snode is `DEAD` and exclusively the caller's).
+    /// Sets the link (the snode is unpublished or `DEAD`, and exclusively the
+    /// caller's).
     #[inline]
     pub(crate) fn set_next(&self, next: *mut Snode) {
-        // Relaxed: published by the pool's Release push.
-        self.next.store(next, Ordering::Relaxed);
+        // Release: see `next_ptr`.
+        self.next.store(next, Ordering::Release);
     }
 
     /// The parking-lot key of this node's waiting queue.
@@ -361,8 +375,7 @@ impl SnodeList {
                     // found an snode that is now another lock's.
                     if s.try_pin() {
                         // Relaxed: ordered by the pin's Acquire (see `try_pin`).
-                        let ok = s.owner.load(Ordering::Relaxed) == self.addr()
-                            && s.node() == node;
+                        let ok = s.owner.load(Ordering::Relaxed) == self.addr() && s.node() == node;
                         if !ok {
                             s.unpin();
                         }
@@ -402,13 +415,17 @@ impl SnodeList {
                 f.init(self.addr(), node, pins);
                 f
             });
-            // Relaxed: published by the CAS below.
-            f.next.store(head, Ordering::Relaxed);
+            f.set_next(head);
             // Release on success: publishes the fresh snode's initialisation.
             // Relaxed on failure: we loop and load the head with Acquire.
             if self
                 .head
-                .compare_exchange(head, f as *const Snode as *mut Snode, Ordering::Release, Ordering::Relaxed)
+                .compare_exchange(
+                    head,
+                    f as *const Snode as *mut Snode,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
             {
                 return f;
@@ -458,12 +475,12 @@ impl SnodeList {
             rest = s.next_ptr();
             cur = self.own(rest);
         }
-        // Relaxed: the list we leave (a copied lock's foreign snodes, or null)
-        // was published to us already; we publish nothing.
+        // Release: the pointer we leave (a copied lock's foreign snodes, or
+        // null) is published as every snode pointer is (see `next_ptr`).
         if ok
             && self
                 .head
-                .compare_exchange(head, rest, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(head, rest, Ordering::Release, Ordering::Relaxed)
                 .is_ok()
         {
             let mut p = head;
@@ -507,7 +524,9 @@ impl SnodeList {
         let head = std::mem::replace(self.head.get_mut(), ptr::null_mut());
         // loom's atomics have no `get_mut`.
         #[cfg(all(numa_loom, not(numa_shuttle)))]
-        let head = self.head.with_mut(|p| std::mem::replace(p, ptr::null_mut()));
+        let head = self
+            .head
+            .with_mut(|p| std::mem::replace(p, ptr::null_mut()));
         head
     }
 
@@ -567,6 +586,7 @@ impl<'a> Iterator for Iter<'a> {
     fn next(&mut self) -> Option<&'a Snode> {
         let s = self.cur?;
         self.steps += 1;
+
         self.cur = if self.steps < MAX_WALK {
             self.list.own(s.next_ptr())
         } else {

@@ -203,7 +203,8 @@ fn snodes_are_lazy_and_reused() {
     // The last waiter gave the snodes back to the pool: the idle mutex holds
     // none, and freeing its memory without dropping it would leak nothing.
     // SAFETY: only reads the snode count.
-    assert_eq!(unsafe { m.raw() }.snode_count(), 0, "idle mutex kept snodes");
+    let n = unsafe { m.raw() }.snode_count();
+    assert_eq!(n, 0, "idle mutex kept snodes");
     let pooled = live();
     assert!(pooled >= 1, "no snode was ever allocated");
     drop(m);
@@ -220,7 +221,8 @@ fn snodes_are_lazy_and_reused() {
             }
         });
         // SAFETY: only reads the snode count.
-        assert_eq!(unsafe { m.raw() }.snode_count(), 0, "idle mutex kept snodes");
+        let n = unsafe { m.raw() }.snode_count();
+        assert_eq!(n, 0, "idle mutex kept snodes");
         std::mem::forget(m);
     }
     assert!(
