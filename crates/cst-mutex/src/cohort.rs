@@ -61,7 +61,7 @@
 
 use crate::config;
 use crate::queue::{self, Queued};
-use crate::snode::{Snode, SnodeList};
+use crate::snode::{QUEUED_MASK, Snode, SnodeList};
 use crate::sync::{self, AtomicUsize, Ordering, ParkResult, ParkToken, UnparkToken};
 use std::time::Instant;
 
@@ -191,6 +191,23 @@ impl Cohort {
         s
     }
 
+    /// Gives the lock's snodes back to the pool if nobody else uses them
+    /// (see [`crate::snode`]): the mutex calls this holding the lock after a
+    /// slow acquisition, the end of a contention if no other waiter is left.
+    /// Not with feature `stats`, whose counters live in the snodes.
+    #[inline]
+    pub(crate) fn detach_idle(&self) {
+        if cfg!(feature = "stats") {
+            return;
+        }
+        // Relaxed: a first look; parked waiters and registered heads hold
+        // pins, which decide.
+        if self.state.load(Ordering::Relaxed) & (PARKED_MASK | HEAD_MASK) != 0 {
+            return;
+        }
+        self.snodes.detach_idle();
+    }
+
     /// One attempt to take `LOCKED_BIT` (keeping every other bit).
     #[inline]
     pub(crate) fn try_lock(&self) -> bool {
@@ -240,8 +257,8 @@ impl Cohort {
     /// `deadline` passed first (the caller is then in no queue and counted
     /// nowhere).
     ///
-    /// The snode of the caller's node is looked up (allocated on first use)
-    /// only when the caller is about to park: a lock that is free when this
+    /// The snode of the caller's node is looked up (attached on first use,
+    /// and pinned until this returns) only when the caller is about to wait: a lock that is free when this
     /// runs (for instance after a spurious `compare_exchange_weak` failure on
     /// the fast path) is taken without allocating.
     #[cold]
@@ -250,6 +267,7 @@ impl Cohort {
         {
             sync::set_loom_handed(false);
             sync::set_loom_queue_parked(false);
+            sync::set_loom_lot_parked(false);
         }
         let node = sync::current_node();
         let mut snode: Option<&Snode> = None;
@@ -275,13 +293,16 @@ impl Cohort {
             if self.try_lock() {
                 return Some(node);
             }
-            let sn = self.snodes.get_or_insert(node);
+            // Pinned: the snode stays this lock's until we drop the pin (the
+            // queued wait drops it when it acquires; the other ways out below).
+            let sn = self.snodes.pin(node);
             snode = Some(sn);
             // Relaxed: heuristics.
             let waiting = parked_count(self.state.load(Ordering::Relaxed))
-                + sn.hot.queued.load(Ordering::Relaxed);
+                + (sn.hot.users.load(Ordering::Relaxed) & QUEUED_MASK);
             if waiting < sync::num_cpus() {
                 match queue::wait(self, sn) {
+                    // The pin went with the queue count.
                     Queued::Acquired { granted } => {
                         #[cfg(numa_loom)]
                         sync::set_loom_handed(granted);
@@ -305,12 +326,19 @@ impl Cohort {
                     .compare_exchange_weak(s, s | LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
+                    if let Some(sn) = snode {
+                        sn.unpin();
+                    }
                     return Some(node);
                 }
                 continue;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                // We are counted nowhere: leaving needs no handshake.
+                // We are counted nowhere but in our pin: leaving needs no
+                // handshake.
+                if let Some(sn) = snode {
+                    sn.unpin();
+                }
                 return None;
             }
             // Spin while the lock is likely to come soon: a bounded number of
@@ -325,11 +353,14 @@ impl Cohort {
                 spin_round(round);
                 continue;
             }
-            let sn = *snode.get_or_insert_with(|| self.snodes.get_or_insert(node));
+            let sn = *snode.get_or_insert_with(|| self.snodes.pin(node));
+            #[cfg(numa_loom)]
+            sync::set_loom_lot_parked(true);
             match self.park_on(sn, deadline) {
                 ParkResult::Unparked(TOKEN_HANDOFF) => {
                     #[cfg(numa_loom)]
                     sync::set_loom_handed(true);
+                    sn.unpin();
                     return Some(node);
                 }
                 ParkResult::Unparked(_) => {
@@ -344,7 +375,10 @@ impl Cohort {
                         sync::yield_now();
                     }
                 }
-                ParkResult::TimedOut => return None,
+                ParkResult::TimedOut => {
+                    sn.unpin();
+                    return None;
+                }
             }
         }
     }
@@ -605,7 +639,7 @@ impl Cohort {
                 TOKEN_NORMAL
             }
         };
-        let key = if target.node == REQUEUE_NODE {
+        let key = if target.node() == REQUEUE_NODE {
             self.requeue_key()
         } else {
             target.park_key()

@@ -23,9 +23,10 @@
 //!   node's batch lasts ([`batch_bound`], 128 by default), then the head of
 //!   the next node that has one, so the lock (and the data it protects) stays
 //!   on one node for a while but no node starves;
-//! * **lazy allocation**: snodes are allocated the first time a thread of that
-//!   node contends and freed when the lock is dropped; an uncontended lock is
-//!   two words and allocates nothing;
+//! * **lazy allocation**: an snode is attached the first time a thread of
+//!   that node contends; a mutex gives its snodes back to a process-wide pool
+//!   when its contention ends, so an idle mutex is two words and holds no
+//!   heap memory (an rwlock keeps its snodes until it is dropped);
 //! * **spin, then park**: a waiter that finds the lock held queues. Queued
 //!   waiters spin (up to 127 pauses, then yields for up to 50 us) and park on
 //!   their queue node; a head with nobody behind it spins like parking_lot's
@@ -96,16 +97,40 @@
 //!
 //! * `size_of::<Mutex<()>>()` = `size_of::<RwLock<()>>()` = 16 bytes,
 //!   `size_of::<Condvar>()` = 16 bytes (64-bit targets).
-//! * Each node that has contended adds one snode of 384 bytes on x86-64
-//!   (three 128-byte `CachePadded` groups: the identity, the waiting state and
-//!   queue, the reader counter; 192 bytes where lines are 64 bytes and not
-//!   paired; one more group with feature `stats`; the same snode type serves
-//!   the mutex and the rwlock). A contended lock on an N-node machine costs at
-//!   most 16 + 384 N bytes on x86-64 (N = 2: 784 bytes, N = 8: 3088 bytes)
-//!   plus the allocator's overhead, and only until the lock is dropped. A
-//!   queued waiter's queue node (128 bytes) lives on its own stack for the
+//! * Each node whose threads wait for a lock adds one snode of 384 bytes on
+//!   x86-64 (three 128-byte `CachePadded` groups: the identity, the waiting
+//!   state and queue, the reader counter; 192 bytes where lines are 64 bytes
+//!   and not paired; one more group with feature `stats`; the same snode type
+//!   serves the mutex and the rwlock, and a mutex that a [`Condvar`] waits
+//!   with has one more while the condvar's waiters wait). A contended lock on
+//!   an N-node machine holds at most 16 + 384 N bytes on x86-64 (N = 2: 784
+//!   bytes, N = 8: 3088 bytes).
+//! * When snodes are held: a **mutex** holds its snodes only while threads
+//!   wait for it. The waiter that takes the lock when no other waiter uses
+//!   them (none parked, queued or about to wait) detaches them and gives them
+//!   back to a process-wide pool (a per-thread cache of up to 8 snodes, then
+//!   a global lock-free stack), and the next contention of any lock takes
+//!   them from there. An idle mutex holds no heap memory, so one that is freed
+//!   without being dropped (C code freeing a `pthread_mutex_t` without
+//!   `pthread_mutex_destroy`, or `mem::forget`) leaks nothing. An **rwlock**
+//!   keeps its snodes until it is dropped (its readers count themselves on
+//!   them outside the lock). With feature `stats`, whose counters live in the
+//!   snodes, a mutex keeps them until it is dropped too.
+//! * The pool never returns snodes to the allocator (a thread that read an
+//!   snode pointer just before the detach may still load it: the memory must
+//!   stay an snode), so the process keeps as many snodes as were ever
+//!   attached *at once*, about 384 bytes per node per lock contended at the
+//!   same time, plus the per-thread caches (at most 3 KiB per thread,
+//!   returned to the global stack when the thread exits). Dropping a lock
+//!   gives its snodes to the pool as well.
+//! * A queued waiter's queue node (128 bytes) lives on its own stack for the
 //!   wait. Parked threads use `parking_lot_core`'s global table (per thread,
 //!   not per lock).
+//! * A lock copied byte by byte (C's `memcpy` of a `pthread_mutex_t`: not
+//!   possible in safe Rust) shares the original's snode pointers; every snode
+//!   records the lock that attached it, so the copy neither uses nor gives
+//!   back the original's, and [`RawMutex::release_snodes`] gives back only a
+//!   lock's own.
 //!
 //! # Examples
 //!
@@ -191,6 +216,7 @@ mod fair;
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
 mod mutex;
+mod pool;
 mod queue;
 mod raw_condvar;
 mod raw_mutex;
@@ -280,6 +306,15 @@ pub fn __loom_handed() -> bool {
 #[doc(hidden)]
 pub fn __loom_queue_parked() -> bool {
     sync::loom_queue_parked()
+}
+
+/// Test hook for the loom models: whether the calling loom thread's last
+/// slow mutex acquisition went to park on its snode's parking queue. Not
+/// part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __loom_lot_parked() -> bool {
+    sync::loom_lot_parked()
 }
 
 #[cfg(all(test, not(numa_loom)))]

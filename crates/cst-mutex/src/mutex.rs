@@ -7,8 +7,9 @@ use crate::RawMutex;
 /// Works like `parking_lot::Mutex`: `const fn new`, no poisoning, guards that
 /// deref to `T`, `try_lock_for`/`try_lock_until`, `MutexGuard::unlock_fair`
 /// and `bump`. `size_of::<Mutex<()>>()` is 16 bytes on 64-bit targets and the
-/// lock allocates only when threads of a node first contend (128 bytes per
-/// node, freed on drop).
+/// lock holds heap memory only while threads wait for it (one 384-byte snode
+/// per waiting node on x86-64, taken from a pool and given back when the
+/// contention ends; see the [crate docs](crate#memory-cost)).
 ///
 /// # Fairness
 ///

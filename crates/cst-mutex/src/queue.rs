@@ -56,7 +56,7 @@
 //! waiter re-checks its own state after waking.
 
 use crate::cohort::{Cohort, HEAD_MASK, HEAD_ONE, LOCKED_BIT, spin_round, spin_rounds};
-use crate::snode::Snode;
+use crate::snode::{PIN_ONE, QUEUED_ONE, Snode};
 use crate::sync::{self, AtomicPtr, AtomicU32, Ordering, ParkToken};
 use std::ptr;
 
@@ -227,10 +227,13 @@ pub(crate) enum Queued {
 }
 
 /// The queued wait of an untimed waiter of `sn`: enqueue, wait for head-ship,
-/// then wait as head for the word or a grant.
+/// then wait as head for the word or a grant. The caller pinned `sn`
+/// ([`crate::snode::SnodeList::pin`]); a waiter that acquires drops the pin
+/// with its queue count, one that runs out of budget keeps it.
 pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
-    // Relaxed: a hint for arrivals (see `Cohort::lock_slow`).
-    sn.hot.queued.fetch_add(1, Ordering::Relaxed);
+    // Relaxed: the queued count is a hint for arrivals (see
+    // `Cohort::lock_slow`); our pin keeps the snode attached.
+    sn.hot.users.fetch_add(QUEUED_ONE, Ordering::Relaxed);
     let q = QNode::new();
     let me = &q as *const QNode as *mut QNode;
     let queue = &sn.hot.queue;
@@ -257,8 +260,18 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
         None => Queued::OutOfBudget,
     };
     pass_headship(sn, &q);
-    // Relaxed: as above.
-    sn.hot.queued.fetch_sub(1, Ordering::Relaxed);
+    // Release: with the pin (when we acquired), this ends our use of the
+    // snode; a detacher's Acquire CAS of `users` from 0 orders it before the
+    // snode's reuse. Our queue node is no longer referenced (see
+    // `pass_headship`).
+    let unpin = if matches!(r, Queued::Acquired { .. }) {
+        PIN_ONE
+    } else {
+        0
+    };
+    sn.hot
+        .users
+        .fetch_sub(QUEUED_ONE + unpin, Ordering::Release);
     r
 }
 

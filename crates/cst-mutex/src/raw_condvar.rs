@@ -98,7 +98,9 @@ impl RawCondvar {
         // moves us onto the mutex. Allocated here, outside any queue lock,
         // while we hold the mutex (so `notify_all` finds it: it only runs
         // after our validate, under the condvar's queue lock).
-        let requeued = mutex.cohort.snodes.get_or_insert(REQUEUE_NODE);
+        // Pinned until we hold the mutex again, so it stays attached while
+        // `notify_all` may count us in it.
+        let requeued = mutex.cohort.snodes.pin(REQUEUE_NODE);
         let validate = || {
             let cur = self.mutex.load(Ordering::Relaxed);
             if cur.is_null() {
@@ -148,6 +150,7 @@ impl RawCondvar {
             )
         };
         if bad_mutex {
+            requeued.unpin();
             panic!("cst_mutex::Condvar: waited on with two different mutexes at the same time");
         }
         match r {
@@ -155,6 +158,9 @@ impl RawCondvar {
             ParkResult::Unparked(TOKEN_HANDOFF) => *guard = MutexGuardState { node },
             _ => *guard = mutex.lock(),
         }
+        requeued.unpin();
+        // We hold the mutex: give its snodes back if nobody else uses them.
+        mutex.cohort.detach_idle();
         timed_out
     }
 }

@@ -113,11 +113,14 @@ impl RawMutex {
         self.cohort.stats()
     }
 
-    /// The number of snodes this lock has allocated so far: one per node
-    /// whose threads had to park on it, plus one once a
-    /// [`RawCondvar`](crate::RawCondvar) waited with it (the queue of condvar
-    /// waiters `notify_all` moves onto the mutex). Each costs 128 bytes until
-    /// the lock is dropped. A test and diagnostic aid.
+    /// The number of snodes this lock holds now (a snapshot): one per node
+    /// whose threads are waiting for it, plus one while a
+    /// [`RawCondvar`](crate::RawCondvar) waits with it (the queue of condvar
+    /// waiters `notify_all` moves onto the mutex). Each is 384 bytes on
+    /// x86-64 (see the crate docs' memory cost); they go back to a pool for
+    /// the next contention once the lock's waiters are gone (with feature
+    /// `stats`, whose counters live in them: when the lock is dropped). A
+    /// test and diagnostic aid.
     pub fn snode_count(&self) -> usize {
         self.cohort.snodes.len()
     }
@@ -128,7 +131,7 @@ impl RawMutex {
     #[cfg(numa_loom)]
     #[doc(hidden)]
     pub fn __snode_nodes(&self) -> Vec<usize> {
-        self.cohort.snodes.iter().map(|s| s.node).collect()
+        self.cohort.snodes.iter().map(|s| s.node()).collect()
     }
 
     /// The number of threads parked on this lock right now (a snapshot,
@@ -142,9 +145,45 @@ impl RawMutex {
         if self.cohort.try_lock_fast() {
             return Some(MutexGuardState { node: UNKNOWN_NODE });
         }
-        self.cohort
-            .lock_slow(deadline)
-            .map(|node| MutexGuardState { node })
+        self.lock_slow(deadline)
+    }
+
+    /// The slow acquisition, then the end of a contention: the holder gives
+    /// the snodes back if no other waiter uses them (a timed waiter that gave
+    /// up does so if it can take the lock for a moment), so that an idle mutex
+    /// holds no heap memory, even one that is then freed without being
+    /// dropped (C's `free` without `pthread_mutex_destroy`).
+    #[cold]
+    fn lock_slow(&self, deadline: Option<Instant>) -> Option<MutexGuardState> {
+        match self.cohort.lock_slow(deadline) {
+            Some(node) => {
+                self.cohort.detach_idle();
+                Some(MutexGuardState { node })
+            }
+            None => {
+                if self.cohort.try_lock() {
+                    self.cohort.detach_idle();
+                    if let Err(s) = self.cohort.try_unlock_fast() {
+                        self.cohort.unlock_slow(s, UNKNOWN_NODE, false);
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Gives back the snodes this mutex attached at its current address and
+    /// forgets any others, leaving an idle mutex that holds no heap memory.
+    ///
+    /// For mutexes in memory that C code may copy byte by byte (a
+    /// `pthread_mutex_t` under an interposer, before `pthread_mutex_destroy`
+    /// zeroes it): a copy shares the original's snode pointers, and only the
+    /// lock that attached an snode gives it back. Dropping the mutex gives
+    /// back every snode it points to instead (a Rust value is moved, never
+    /// copied, so all are its own). An idle mutex normally holds no snode
+    /// anyway: the last waiter of a contention gives them back.
+    pub fn release_snodes(&mut self) {
+        self.cohort.snodes.release_own();
     }
 }
 
@@ -237,9 +276,7 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
             return Some(MutexGuardState { node: UNKNOWN_NODE });
         }
         // An unrepresentable deadline means "wait forever".
-        self.cohort
-            .lock_slow(Instant::now().checked_add(timeout))
-            .map(|node| MutexGuardState { node })
+        self.lock_slow(Instant::now().checked_add(timeout))
     }
 
     #[inline]

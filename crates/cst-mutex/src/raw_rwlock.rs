@@ -181,10 +181,20 @@ impl RawRwLock {
         self.cohort.stats()
     }
 
-    /// The number of snodes allocated so far (nodes that contended); each costs
-    /// 128 bytes (waiter line + reader-counter line) until the lock is dropped.
+    /// The number of snodes this lock holds (nodes that contended); each is
+    /// 384 bytes on x86-64 (see the crate docs' memory cost) and is held until
+    /// the lock is dropped (readers count themselves on them outside the lock).
     pub fn snode_count(&self) -> usize {
         self.cohort.snodes.len()
+    }
+
+    /// Gives back the snodes this lock attached at its current address and
+    /// forgets any others, leaving an idle lock that holds no heap memory: as
+    /// [`RawMutex::release_snodes`](crate::RawMutex::release_snodes), for
+    /// locks in memory that C code may copy byte by byte. (Dropping the lock
+    /// gives back every snode it points to.)
+    pub fn release_snodes(&mut self) {
+        self.cohort.snodes.release_own();
     }
 
     #[inline]
@@ -647,8 +657,9 @@ impl RawRwLock {
             self.unlock_shared_word();
         } else {
             // SAFETY: `counter` is the address of an snode of this lock (set in
-            // `lock_shared_slow`); snodes live until the lock is dropped, which
-            // cannot happen while this shared acquisition exists.
+            // `lock_shared_slow`); an rwlock's snodes stay attached until it is
+            // dropped (only a mutex detaches them), which cannot happen while
+            // this shared acquisition exists.
             let snode = unsafe { &*(g.counter as *const Snode) };
             snode.readers.count.fetch_sub(1, Ordering::Release);
             self.after_reader_left();

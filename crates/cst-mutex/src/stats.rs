@@ -54,6 +54,21 @@ impl SnodeStats {
         }
     }
 
+    /// Back to zero, for an snode reused from the pool (which the caller
+    /// owns exclusively).
+    pub(crate) fn reset(&self) {
+        for c in [
+            &self.queued,
+            &self.grants,
+            &self.parks,
+            &self.wakeups,
+            &self.parked_handoffs,
+        ] {
+            // Relaxed: published with the snode's initialisation.
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn add_to(&self, s: &mut Stats) {
         s.queued += self.queued.load(Ordering::Relaxed);
         s.grants += self.grants.load(Ordering::Relaxed);

@@ -282,6 +282,20 @@ pub(crate) fn loom_queue_parked() -> bool {
     loom_impl::QPARKED.with(|h| h.get())
 }
 
+/// Under loom: records that the calling loom thread parked on its snode's
+/// parking queue (reset at each slow acquisition).
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_lot_parked(parked: bool) {
+    loom_impl::LOT_PARKED.with(|h| h.set(parked));
+}
+
+/// Test hook for loom models: whether the calling loom thread's last slow
+/// acquisition of a mutex parked on its snode's parking queue.
+#[cfg(numa_loom)]
+pub(crate) fn loom_lot_parked() -> bool {
+    loom_impl::LOT_PARKED.with(|h| h.get())
+}
+
 #[cfg(numa_loom)]
 mod loom_impl {
     use super::model;
@@ -298,6 +312,7 @@ mod loom_impl {
         pub(super) static FAIR_DUE: Cell<bool> = Cell::new(false);
         pub(super) static HANDED: Cell<bool> = Cell::new(false);
         pub(super) static QPARKED: Cell<bool> = Cell::new(false);
+        pub(super) static LOT_PARKED: Cell<bool> = Cell::new(false);
     }
 
     struct Waiter {

@@ -883,3 +883,68 @@ fn holder_grants_its_nodes_queue_head() {
     }
     panic!("no grant to a registered queue head in 200 attempts");
 }
+
+/// A byte-wise copy of a mutex that holds an snode (what C code does with
+/// `memcpy`) shares the original's snode pointer: the copy neither uses nor
+/// gives back the original's snode, and attaches its own in front of it.
+#[test]
+fn byte_copy_never_uses_or_frees_the_originals_snodes() {
+    use std::mem::ManuallyDrop;
+    let a = RawMutex::new();
+    let sa = a.cohort.snodes.pin(1) as *const Snode;
+    // SAFETY: `sa` is `a`'s snode, pinned by us above.
+    unsafe { &*sa }.unpin();
+    assert_eq!(a.snode_count(), 1);
+    // SAFETY: a byte-wise copy, as `memcpy` makes; it is never dropped.
+    let mut b = ManuallyDrop::new(unsafe { std::ptr::read(&a) });
+    assert_eq!(b.snode_count(), 0, "the copy counts the original's snode");
+    let sb = b.cohort.snodes.pin(1) as *const Snode;
+    assert_ne!(sb, sa, "the copy uses the original's snode");
+    // SAFETY: `sb` is `b`'s snode, pinned by us above.
+    unsafe { &*sb }.unpin();
+    assert_eq!(b.snode_count(), 1);
+    // Detaching the copy's snodes leaves the original's pointer behind.
+    assert!(b.cohort.snodes.detach_idle());
+    assert_eq!(b.snode_count(), 0);
+    b.release_snodes();
+    assert_eq!(
+        a.snode_count(),
+        1,
+        "the copy gave back the original's snode"
+    );
+    // SAFETY: `sa` is type-stable snode memory.
+    let users = unsafe { &*sa }.hot.users.load(Ordering::SeqCst);
+    assert_eq!(users, 0, "the original's snode was touched");
+    // The original still works and still owns it.
+    assert_eq!(a.cohort.snodes.find(1).map(|s| s as *const Snode), Some(sa));
+    let mut a = a;
+    a.release_snodes();
+    assert_eq!(a.snode_count(), 0);
+}
+
+/// Contended mutexes that are forgotten (never dropped) hold no snode once
+/// their contention is over: they all share the pooled snodes.
+#[test]
+fn forgotten_contended_mutexes_hold_no_snodes() {
+    for _ in 0..50 {
+        let m = Arc::new(Mutex::new(0u32));
+        let g = m.lock();
+        let t = {
+            let m = m.clone();
+            thread::spawn(move || {
+                numa_topology::set_current_thread_node(Some(1));
+                *m.lock() += 1;
+            })
+        };
+        // SAFETY: only reads a counter.
+        while unsafe { m.raw() }.snode_count() == 0 {
+            thread::yield_now();
+        }
+        drop(g);
+        t.join().unwrap();
+        // SAFETY: only reads a counter.
+        let n = unsafe { m.raw() }.snode_count();
+        assert_eq!(n, 0, "idle mutex kept snodes");
+        std::mem::forget(m);
+    }
+}

@@ -11,8 +11,9 @@
 #![cfg(numa_loom)]
 
 use cst_mutex::{
-    __loom_handed, __loom_queue_parked, __set_loom_batch_bound, __set_loom_fairness_due,
-    __set_loom_node, __set_loom_spin_rounds, MutexGuardState, RawCondvar, RawMutex, RawRwLock,
+    __loom_handed, __loom_lot_parked, __loom_queue_parked, __set_loom_batch_bound,
+    __set_loom_fairness_due, __set_loom_node, __set_loom_spin_rounds, MutexGuardState, RawCondvar,
+    RawMutex, RawRwLock,
 };
 use lock_api::{RawCondvar as _, RawCondvarTimed as _};
 use lock_api::{
@@ -151,8 +152,7 @@ fn mutex_exclusion() {
 /// it parks (a spinning waiter racing the release and the wake-up).
 ///
 /// Counted: runs in which the spinner took the lock on its slow path
-/// without parking (its node got no snode: one is built only to park), and
-/// runs in which it parked.
+/// without parking, and runs in which it parked.
 #[test]
 fn mutex_exclusion_with_spinner() {
     static SPUN_IN: StdCounter = StdCounter::new(0);
@@ -169,10 +169,11 @@ fn mutex_exclusion_with_spinner() {
                 __set_loom_spin_rounds(1);
                 let g = m.lock();
                 let slow = !fast_state(&g);
+                let parked = slow && (__loom_lot_parked() || __loom_queue_parked());
                 bump(&cell);
                 // SAFETY: our acquisition.
                 unsafe { m.unlock(g) };
-                slow
+                (slow, parked)
             })
         };
         bump(&cell);
@@ -184,13 +185,14 @@ fn mutex_exclusion_with_spinner() {
             // SAFETY: our acquisition.
             unsafe { m.unlock(g) };
         }
-        let slow = t.join().unwrap();
+        let (slow, parked) = t.join().unwrap();
         let g = m.lock();
         assert_eq!(get(&cell), 3);
         // SAFETY: our acquisition.
         unsafe { m.unlock(g) };
         assert_eq!(m.parked_waiters(), 0);
-        let parked = m.__snode_nodes().contains(&1);
+        // The waiter gave its snode back when it got the lock.
+        assert_eq!(m.snode_count(), 0, "idle mutex kept snodes");
         if slow && !parked {
             SPUN_IN.fetch_add(1, StdOrdering::Relaxed);
         }
@@ -662,37 +664,92 @@ fn snode_allocation_race() {
     );
 }
 
-/// Dropping a lock that has snodes frees them (no use after free: every
-/// waiter is gone once the last `Arc` drops).
+/// The end of a contention gives the snodes back: the waiter that gets the
+/// lock last detaches them (no pin left), so the idle mutex holds none and
+/// could be freed without a drop; meanwhile another thread arrives and may
+/// load the old snode pointer, pin the detached snode or find it `DEAD`,
+/// and must look again (mutual exclusion, no lost wake-up, no snode left).
 ///
-/// Counted: the lock had an snode when it was dropped.
+/// Asserted: the count, and no snode once all are done. Counted: runs in
+/// which both other threads took the slow path (so the arrival raced the
+/// first one's detach or waited with it).
+#[test]
+fn snodes_go_back_when_contention_ends() {
+    static BOTH_SLOW: StdCounter = StdCounter::new(0);
+    model(|| {
+        let m = Arc::new(RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        __set_loom_node(0);
+        let g = m.lock();
+        let spawn = |node: usize| {
+            let (m, cell) = (m.clone(), cell.clone());
+            thread::spawn(move || {
+                __set_loom_node(node);
+                let g = m.lock();
+                let slow = !fast_state(&g);
+                bump(&cell);
+                // SAFETY: our acquisition.
+                unsafe { m.unlock(g) };
+                slow
+            })
+        };
+        let t1 = spawn(1);
+        // T1 may park now (on its node's snode).
+        thread::yield_now();
+        bump(&cell);
+        let t2 = spawn(0);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        let (s1, s2) = (t1.join().unwrap(), t2.join().unwrap());
+        assert_eq!(get(&cell), 3);
+        assert_eq!(m.parked_waiters(), 0);
+        assert_eq!(m.snode_count(), 0, "idle mutex kept snodes");
+        if s1 && s2 {
+            BOTH_SLOW.fetch_add(1, StdOrdering::Relaxed);
+        }
+    });
+    assert!(
+        BOTH_SLOW.load(StdOrdering::Relaxed) > 0,
+        "never two slow acquisitions"
+    );
+}
+
+/// Dropping a lock that holds snodes gives them back to the pool: a
+/// condvar waiter pins the mutex's requeue pseudo-snode while it waits, so
+/// the mutex holds it when the waiter times out... and the drop after the
+/// join finds none (the waiter's relock detached it) or gives it back.
+///
+/// Counted: the mutex held an snode while the waiter waited.
 #[test]
 fn drop_lock_with_snodes() {
     static WITH_SNODE: StdCounter = StdCounter::new(0);
     model(|| {
-        let m = Arc::new(mutex(0u32));
+        let m = Arc::new(RawMutex::new());
+        let cv = Arc::new(RawCondvar::new());
         __set_loom_node(0);
-        let g = m.lock();
         let t = {
-            let m = m.clone();
+            let (m, cv) = (m.clone(), cv.clone());
             thread::spawn(move || {
                 __set_loom_node(1);
-                *m.lock() += 1;
+                let mut g = m.lock();
+                // SAFETY: we hold `m` with `g`.
+                unsafe { cv.wait_until(&m, &mut g, &Instant::now()) };
+                // SAFETY: our acquisition.
+                unsafe { m.unlock(g) };
             })
         };
-        drop(g);
-        t.join().unwrap();
-        // SAFETY: only reads the snode list.
-        let n = unsafe { m.raw() }.snode_count();
-        assert!(n <= 1);
-        if n == 1 {
+        let g = m.lock();
+        if m.snode_count() == 1 {
             WITH_SNODE.fetch_add(1, StdOrdering::Relaxed);
         }
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        t.join().unwrap();
         drop(m);
     });
     assert!(
         WITH_SNODE.load(StdOrdering::Relaxed) > 0,
-        "no snode to free"
+        "no snode to give back"
     );
 }
 
@@ -1489,6 +1546,7 @@ fn rwlock_try_upgrade_until_beside_readers() {
 fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
     use std::sync::Mutex as StdMutex;
     static ORDER: StdMutex<Vec<usize>> = StdMutex::new(Vec::new());
+    static LIST: StdMutex<Vec<usize>> = StdMutex::new(Vec::new());
     static SWITCHED: StdCounter = StdCounter::new(0);
     fn record(node: usize) {
         ORDER.lock().unwrap().push(node);
@@ -1545,6 +1603,9 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
             })
             .collect();
         wait_parked(&m, 3);
+        // The snode list while the three wait (they hold their snodes; the
+        // list is given back once the last of them has the lock).
+        *LIST.lock().unwrap() = m.__snode_nodes();
         bump(&cell);
         // SAFETY: our acquisition.
         unsafe { m.unlock_fair(g) };
@@ -1558,7 +1619,7 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
             t.join().unwrap();
         }
         assert_eq!(get(&cell), 5);
-        let list = m.__snode_nodes();
+        let list = LIST.lock().unwrap().clone();
         assert_eq!(list.len(), 3, "one snode per node");
         let succ = |n: usize| {
             let i = list.iter().position(|&x| x == n).unwrap();
@@ -1570,6 +1631,7 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
             vec![0, 0, succ(0), succ(succ(0)), 0],
             "snode list {list:?}"
         );
+        assert_eq!(m.snode_count(), 0, "idle mutex kept snodes");
         SWITCHED.fetch_add(1, StdOrdering::Relaxed);
     });
     assert!(SWITCHED.load(StdOrdering::Relaxed) > 0);

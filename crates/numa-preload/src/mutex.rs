@@ -38,6 +38,11 @@ pub trait InPlace: Sync {
     unsafe fn release(&self);
     /// Whether the lock is held (a snapshot).
     fn held(&self) -> bool;
+    /// Gives back what the lock allocated at this address (cst's snodes),
+    /// leaving a free lock; nobody uses it. Not `drop_in_place`: a C program
+    /// may have copied the mutex byte by byte, and a copy must not free what
+    /// the original still uses.
+    fn release_memory(&mut self) {}
 }
 
 macro_rules! in_place_numa_spin {
@@ -93,6 +98,9 @@ impl InPlace for cst_mutex::RawMutex {
     #[inline]
     fn held(&self) -> bool {
         lock_api::RawMutex::is_locked(self)
+    }
+    fn release_memory(&mut self) {
+        self.release_snodes();
     }
 }
 
@@ -436,10 +444,10 @@ pub unsafe fn destroy<L: InPlace>(m: *mut pthread_mutex_t) -> c_int {
     if unsafe { lock_of::<L>(m) }.held() {
         return libc::EBUSY;
     }
-    // SAFETY: nobody uses the lock (caller's contract), so it can be dropped in
-    // place; the bytes are then reset to a valid (zero) lock.
+    // SAFETY: nobody uses the lock (caller's contract), so we may have `&mut`
+    // to it; the bytes are then reset to a valid (zero) lock.
     unsafe {
-        core::ptr::drop_in_place(m.cast::<L>());
+        (*m.cast::<L>()).release_memory();
         core::ptr::write_bytes(m.cast::<u8>(), 0, core::mem::size_of::<pthread_mutex_t>());
     }
     r.kind.store(layout::KIND_DESTROYED, Ordering::Relaxed);

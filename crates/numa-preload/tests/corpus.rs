@@ -236,6 +236,32 @@ fn free_after_unlock() {
     corpus("free_after_unlock");
 }
 
+/// Mutexes that are contended and then freed (or re-initialized) without
+/// `pthread_mutex_destroy` keep the process's resident memory flat, under
+/// every lock (the program checks its own growth and prints it).
+#[test]
+fn mutex_memory() {
+    if !have_cc() {
+        return;
+    }
+    for (mode, err) in corpus("mutex_memory") {
+        if mode != "pthread" {
+            // Both workers block on every mutex: at least 2 x 20,000 waits.
+            assert!(stat(&err, "mutex", "contended") >= 40_000, "{mode}: {err}");
+        }
+    }
+}
+
+/// A mutex copied with `memcpy` after it was contended, then both destroyed:
+/// no double free, no use of the original's memory by the copy.
+#[test]
+fn mutex_copy() {
+    if !have_cc() {
+        return;
+    }
+    corpus("mutex_copy");
+}
+
 /// A bad `NUMA_LOCK` stops the program before `main` with one line naming the
 /// variable and the accepted values.
 #[test]
