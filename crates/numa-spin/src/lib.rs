@@ -144,6 +144,7 @@ compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features numa
 
 pub mod backoff;
 pub mod cna;
+pub mod combining;
 pub mod config;
 #[cfg(not(numa_loom))]
 mod fair;
@@ -169,6 +170,9 @@ pub mod timed;
 /// dependency.
 pub use lock_api;
 
+pub use combining::RawCombiningMutex;
+#[cfg(not(numa_loom))]
+pub use combining::{CombiningMutex, CombiningMutexGuard};
 pub use config::{
     Config, ConfigError, ConfigErrorKind, ENV_FLUSH_THRESHOLD_NS, ENV_HQ_HANDOFF_THRESHOLD,
     ENV_HQ_SWITCH_THRESHOLD, ENV_SHUFFLE_REDUCTION, ENV_SPIN_BUDGET_NS, ENV_STEAL_BOUND_NS,

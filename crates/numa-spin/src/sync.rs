@@ -27,11 +27,11 @@ pub(crate) use loom as model;
 pub(crate) use shuttle as model;
 
 #[cfg(numa_loom)]
-pub(crate) use model::sync::atomic::{AtomicU32, Ordering};
+pub(crate) use model::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 #[cfg(numa_loom)]
 pub(crate) use model::thread_local;
 #[cfg(not(numa_loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 #[cfg(not(numa_loom))]
 pub(crate) use std::thread_local;
 
@@ -131,9 +131,11 @@ mod futex {
     }
 
     /// Wakes one thread parked on `word`. Harmless if nobody sleeps there, or
-    /// if the word has been reused (queue nodes are never freed).
+    /// if the word has been reused or freed: a raw pointer, because the word
+    /// may be gone by now (the waiter returns as soon as it sees the value
+    /// swapped in before the wake-up); only its address is used.
     #[inline]
-    pub(crate) fn unpark_one(word: &AtomicU32) {
+    pub(crate) fn unpark_one(word: *const AtomicU32) {
         atomic_wait::wake_one(word);
     }
 }
@@ -162,7 +164,7 @@ mod futex {
 
     /// Nothing to wake.
     #[inline]
-    pub(crate) fn unpark_one(_word: &AtomicU32) {}
+    pub(crate) fn unpark_one(_word: *const AtomicU32) {}
 }
 
 /// Under loom and shuttle: a futex model, so the models see a parked waiter
@@ -212,9 +214,9 @@ mod futex {
         }
     }
 
-    /// Wakes one thread parked on `word`.
-    pub(crate) fn unpark_one(word: &AtomicU32) {
-        let key = word as *const AtomicU32 as usize;
+    /// Wakes one thread parked on `word` (only its address is used).
+    pub(crate) fn unpark_one(word: *const AtomicU32) {
+        let key = word as usize;
         let mut b = bucket();
         if let Some(i) = b.iter().position(|(k, _)| *k == key) {
             b.remove(i).1.unpark();

@@ -1210,3 +1210,164 @@ fn hq_spin_node_queue_reentry() {
         "N never re-entered node queue 0"
     );
 }
+
+// ---- The combining lock (`numa_spin::combining`) ----
+
+type Combining = numa_spin::RawCombiningMutex<&'static Config>;
+
+/// What the closures of the combining models run on: a log in a loom cell, so
+/// loom reports two closures (or a closure and the submitter's read of the
+/// result) that the lock does not order.
+struct CombineData {
+    log: UnsafeCell<Vec<usize>>,
+}
+
+struct CombineShared {
+    lock: Combining,
+    data: CombineData,
+}
+
+impl CombineShared {
+    fn new() -> Arc<Self> {
+        Arc::new(CombineShared {
+            lock: Combining::with_config(config(u64::MAX, 10)),
+            data: CombineData {
+                log: UnsafeCell::new(Vec::new()),
+            },
+        })
+    }
+
+    /// `combine` appending `i` to the log; returns what the closure returned
+    /// (the running thread's id and the log length it saw).
+    fn append(&self, i: usize) -> (thread::ThreadId, usize) {
+        let data = std::ptr::from_ref(&self.data).cast_mut();
+        // SAFETY: `data` is reached only through `combine` on this lock and
+        // outlives every call (the Arc keeps it). The closure's accesses to
+        // the log are under the lock (what loom checks).
+        unsafe {
+            self.lock.combine(data, move |d: &mut CombineData| {
+                let len = d.log.with_mut(|v| {
+                    let v = &mut *v;
+                    v.push(i);
+                    v.len()
+                });
+                (thread::current().id(), len)
+            })
+        }
+    }
+
+    fn log(&self) -> Vec<usize> {
+        // SAFETY: called after every combining thread was joined.
+        self.data.log.with(|v| unsafe { (*v).clone() })
+    }
+}
+
+/// Three threads combine on one node's queue: every closure runs exactly once,
+/// under the lock (loom checks the log's accesses), its result reaches its own
+/// submitter, and in some executions a closure runs on another thread (a
+/// combiner) or a combiner hands over after its batch (2 closures in models).
+#[test]
+fn combining_serves_every_closure_once() {
+    static SERVED_BY_OTHER: AtomicUsize = AtomicUsize::new(0);
+    model(|| {
+        let shared = CombineShared::new();
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    let (ran_on, len) = shared.append(i);
+                    assert!((1..=3).contains(&len), "closure saw log length {len}");
+                    if ran_on != thread::current().id() {
+                        SERVED_BY_OTHER.fetch_add(1, StdOrdering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let mut log = shared.log();
+        log.sort_unstable();
+        assert_eq!(log, [0, 1, 2], "a closure was lost or ran twice");
+    });
+    assert!(
+        SERVED_BY_OTHER.load(StdOrdering::Relaxed) > 0,
+        "no closure was combined"
+    );
+}
+
+/// The lock is held while three threads queue their closures on one node (the
+/// first of them, the combiner, then queues for the lock in CNA): once it is
+/// released, the combiner runs its closure and the next one (a batch is 2 in
+/// models), hands combining over to the third, which runs its own; preempted
+/// anywhere in between, nobody returns before its closure ran.
+#[test]
+fn combining_hands_over_after_a_batch() {
+    // Bound 1: the combiner waits in CNA as a queue head (see `model_bounded`).
+    model_bounded(Some(1), || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = CombineShared::new();
+        shared.lock.raw_lock().acquire();
+        let mut handles = Vec::new();
+        for i in 0..3 {
+            let s = shared.clone();
+            handles.push(thread::spawn(move || s.append(i).1));
+            // The first thread enqueues its request, then, as the combiner,
+            // itself in CNA: two enqueues; the others one each.
+            wait_for_enqueues(i + 2);
+        }
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.raw_lock().release() };
+        let lens: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(lens, [1, 2, 3], "closures ran out of queue order");
+    });
+    assert!(
+        loom_hooks::loom_event_count("combine-hand-over") > 0,
+        "no combiner handed over"
+    );
+}
+
+/// A closure that panics on the combiner: its submitter gets the panic, the
+/// other closures all run, and the lock stays usable.
+#[test]
+fn combining_panic_reaches_its_submitter_only() {
+    static PANICKED_ON_OTHER: AtomicUsize = AtomicUsize::new(0);
+    model(|| {
+        let shared = CombineShared::new();
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    let data = std::ptr::from_ref(&shared.data).cast_mut();
+                    let me = thread::current().id();
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        // SAFETY: as in `CombineShared::append`.
+                        unsafe {
+                            shared.lock.combine(data, move |d: &mut CombineData| {
+                                d.log.with_mut(|v| (*v).push(i));
+                                if i == 1 {
+                                    if thread::current().id() != me {
+                                        PANICKED_ON_OTHER.fetch_add(1, StdOrdering::Relaxed);
+                                    }
+                                    std::panic::panic_any("closure 1 panics");
+                                }
+                            })
+                        }
+                    }));
+                    assert_eq!(r.is_err(), i == 1, "thread {i}: panic went astray");
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        shared.append(3);
+        let mut log = shared.log();
+        log.sort_unstable();
+        assert_eq!(log, [0, 1, 2, 3]);
+    });
+    assert!(
+        PANICKED_ON_OTHER.load(StdOrdering::Relaxed) > 0,
+        "the panicking closure never ran on a combiner"
+    );
+}
