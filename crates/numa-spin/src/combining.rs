@@ -759,6 +759,13 @@ mod tests {
     /// works afterwards.
     #[test]
     fn panic_reaches_its_caller_only() {
+        // The expected panic (payload 42u32) prints nothing.
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<u32>() != Some(&42) {
+                report(info);
+            }
+        }));
         let m = Arc::new(CombiningMutex::new(Vec::new()));
         let guard = m.lock();
         let first = spawn_queued(&m, |m: &CombiningMutex<Vec<usize>>| push(m, 1));
