@@ -547,7 +547,9 @@ def _depth0(toks, open_idx, x, pairs) -> bool:
 
 
 def module_file_flags(crate_dir: Path) -> dict[str, tuple[bool, bool]]:
-    """`mod name;` declarations in lib.rs under a cfg: file -> (loom, normal)."""
+    """`mod name;` declarations in lib.rs under a cfg: file -> (loom, normal).
+    A directory module (`src/name/mod.rs` and its sub-files) is keyed by
+    `src/name.rs` as well; `crate_sites` looks its files up there."""
     lib = crate_dir / "src" / "lib.rs"
     src = lib.read_text()
     toks = lex(src)
@@ -566,7 +568,9 @@ def crate_sites(crate: str, root: Path) -> tuple[list[Site], int]:
     sites, skipped = [], 0
     for f in sorted((crate_dir / "src").rglob("*.rs")):
         rel = f.relative_to(crate_dir).as_posix()
-        fl, fn_ = flags.get(rel, (True, True))
+        # Files of a directory module take the flags of its declaration.
+        top = rel if rel.count("/") < 2 else "/".join(rel.split("/")[:2]) + ".rs"
+        fl, fn_ = flags.get(top, (True, True))
         s, sk = find_sites(crate, rel, f.read_text(), fl, fn_)
         sites += s
         skipped += sk

@@ -47,7 +47,9 @@ for s in "${steps[@]}"; do
             # numa-spin's loom models use the shared registry (a dev-dependency), so its
             # loom feature is switched on too; cst-mutex's models use the crate alone.
             numa-spin) files=(-f crates/numa-spin/src/cna.rs -f crates/numa-spin/src/raw_lock.rs
-                -f crates/numa-spin/src/timed.rs -f crates/numa-spin/src/hq.rs
+                -f crates/numa-spin/src/timed.rs -f crates/numa-spin/src/hq/mod.rs
+                -f crates/numa-spin/src/hq/switch.rs -f crates/numa-spin/src/hq/plain.rs
+                -f crates/numa-spin/src/hq/numa.rs -f crates/numa-spin/src/hq/pool.rs
                 -f crates/numa-spin/src/node.rs -f crates/numa-spin/src/backoff.rs)
                 loom_features=loom,lock-tests/loom ;;
             cst-mutex) files=(-f crates/cst-mutex/src/cohort.rs -f crates/cst-mutex/src/raw_rwlock.rs
