@@ -267,6 +267,32 @@ where
     }
 }
 
+/// Runs `f` on the data of `mutex` under its lock through
+/// [`CombiningMutex::combine`]: on this thread, or on a combiner thread of this
+/// thread's NUMA node; a panic of `f` is resumed here. Like a second `lock()`,
+/// it waits forever if this thread holds the lock (a guard, or inside a
+/// closure of this lock).
+#[inline]
+pub fn combine<R, T, X>(mutex: &lock_api::Mutex<R, T>, f: impl FnOnce(&mut T) -> X + Send) -> X
+where
+    R: CombiningMutex,
+    T: Send,
+    X: Send,
+{
+    // SAFETY:
+    // - the data is reached only under the raw lock: through guards of
+    //   `mutex` and by closures combined on the same raw lock with the same
+    //   pointer (only `unsafe` code can unlock the raw lock behind `mutex`'s
+    //   back, and it must not);
+    // - it lives as long as `mutex`, which outlives this call and so every
+    //   closure of it;
+    // - a caller that holds the lock waits forever, as a second `lock()`
+    //   would: a closure runs only while the raw lock is acquired for it, so
+    //   it never overlaps the caller's own access (numa-spin's safe
+    //   `CombiningMutex::combine` relies on the same).
+    unsafe { mutex.raw().combine(mutex.data_ptr(), f) }
+}
+
 /// A `lock_api` raw condvar with timed waits, bound to a [`TimedMutex`].
 pub trait TimedCondvar: RawCondvarTimed<RawMutex: TimedMutex> + Send + Sync + 'static {}
 impl<C: RawCondvarTimed<RawMutex: TimedMutex> + Send + Sync + 'static> TimedCondvar for C {}
@@ -443,7 +469,7 @@ impl<R: CombiningMutex> MutexFamily for Combining<R> {
 
 /// A `lock_api::Mutex<R, T>` over a [`CombiningMutex`] `R`, driven as a
 /// [`DataMutex`]: [`with_send`](DataMutex::with_send) runs the closure through
-/// [`CombiningMutex::combine`], [`with`](DataMutex::with) (closures that are
+/// [`combine`](crate::combine), [`with`](DataMutex::with) (closures that are
 /// not `Send`) through a `lock()` guard.
 pub struct CombiningLock<R: RawMutex, T> {
     inner: lock_api::Mutex<R, T>,
@@ -468,18 +494,7 @@ impl<R: CombiningMutex, T: Send> DataMutex<T> for CombiningLock<R, T> {
     }
     #[inline]
     fn with_send<X: Send>(&self, f: impl FnOnce(&mut T) -> X + Send) -> X {
-        // SAFETY:
-        // - the data is reached only under the raw lock: through guards of
-        //   `inner` and by closures combined on the same raw lock with the
-        //   same pointer (nothing unlocks the raw lock behind `inner`'s back);
-        // - it lives as long as `self`, which outlives this call and so every
-        //   closure of it;
-        // - a caller that holds the lock (a guard, or a closure of this lock
-        //   calling this) waits forever for it, as a second `lock()` would:
-        //   a closure runs only while the raw lock is acquired for it, so it
-        //   never overlaps the caller's own access (numa-spin's safe
-        //   `CombiningMutex::combine` relies on the same).
-        unsafe { self.inner.raw().combine(self.inner.data_ptr(), f) }
+        combine(&self.inner, f)
     }
     fn raw_any(&self) -> Option<&dyn Any> {
         // SAFETY: as for `lock_api::Mutex`: the reference is only read.
