@@ -399,7 +399,10 @@ mod tests {
 
     #[test]
     fn only_the_combining_lock_ships_closures() {
-        assert_eq!(dispatch_mutex(LockName::Combining, ShipsClosures), Some(true));
+        assert_eq!(
+            dispatch_mutex(LockName::Combining, ShipsClosures),
+            Some(true)
+        );
         assert_eq!(dispatch_mutex(LockName::Cna, ShipsClosures), Some(false));
     }
 

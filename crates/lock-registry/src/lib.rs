@@ -469,7 +469,7 @@ impl<R: CombiningMutex> MutexFamily for Combining<R> {
 
 /// A `lock_api::Mutex<R, T>` over a [`CombiningMutex`] `R`, driven as a
 /// [`DataMutex`]: [`with_send`](DataMutex::with_send) runs the closure through
-/// [`combine`](crate::combine), [`with`](DataMutex::with) (closures that are
+/// [`combine`], [`with`](DataMutex::with) (closures that are
 /// not `Send`) through a `lock()` guard.
 pub struct CombiningLock<R: RawMutex, T> {
     inner: lock_api::Mutex<R, T>,
@@ -772,10 +772,13 @@ mod tests {
                     let m = Arc::clone(&m);
                     let h = thread::spawn(move || {
                         let me = thread::current().id();
-                        (me, m.with_send(|v| {
-                            v.push(me);
-                            thread::current().id()
-                        }))
+                        (
+                            me,
+                            m.with_send(|v| {
+                                v.push(me);
+                                thread::current().id()
+                            }),
+                        )
                     });
                     thread::sleep(Duration::from_millis(20));
                     h

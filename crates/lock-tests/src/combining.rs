@@ -121,12 +121,20 @@ pub fn queued_closures_run_on_combiners<R: CombiningMutex>(n: usize) {
         drop(guard);
         for h in hs {
             let (i, me, (ran_on, seen)) = h.join().expect("a submitter panicked");
-            assert_eq!(seen.last(), Some(&i), "thread {i} got another closure's result");
+            assert_eq!(
+                seen.last(),
+                Some(&i),
+                "thread {i} got another closure's result"
+            );
             combined += usize::from(me != ran_on);
         }
         let mut all = lock.lock().clone();
         all.sort_unstable();
-        assert_eq!(all, (0..n).collect::<Vec<_>>(), "a closure ran twice or never");
+        assert_eq!(
+            all,
+            (0..n).collect::<Vec<_>>(),
+            "a closure ran twice or never"
+        );
         if combined > 0 {
             return;
         }
@@ -152,7 +160,10 @@ pub fn closures_stay_on_their_node<R: CombiningMutex>(threads: usize, nodes: usi
                         *n += 1;
                         numa_topology::current_node()
                     });
-                    assert_eq!(ran_on, node, "a closure of node {node} ran on node {ran_on}");
+                    assert_eq!(
+                        ran_on, node,
+                        "a closure of node {node} ran on node {ran_on}"
+                    );
                 }
                 numa_topology::set_current_thread_node(None);
             })
@@ -192,7 +203,10 @@ pub fn panic_reaches_its_submitter_only<R: CombiningMutex>() {
     let payload: Box<dyn Any + Send> = panicking.join().expect_err("the panic was lost");
     assert_eq!(payload.downcast_ref::<u32>(), Some(&42));
     assert_eq!(last.join().expect("a panic reached another submitter"), 30);
-    assert!(!lock.is_locked(), "the lock stayed held after a panicking closure");
+    assert!(
+        !lock.is_locked(),
+        "the lock stayed held after a panicking closure"
+    );
     let mut seen = lock.lock().clone();
     seen.sort_unstable();
     assert_eq!(seen, [1, 2, 3]);

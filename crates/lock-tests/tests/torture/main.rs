@@ -59,8 +59,7 @@ use alloc::{CountingAlloc, count_this_thread, live};
 use engine::{Op, Target};
 use lock_tests::model::{Shared, TorturePanic};
 use lock_tests::registry::{
-    self, CombiningMutex, FairMutex, FullRwLock, LockApiVisitor, LockInfo, TimedCondvar,
-    TimedMutex,
+    self, CombiningMutex, FairMutex, FullRwLock, LockApiVisitor, LockInfo, TimedCondvar, TimedMutex,
 };
 use mutex_ops::{HasMutex, WithCondvar};
 
