@@ -33,6 +33,9 @@ cargo clippy --workspace --exclude parking_lot --all-targets --all-features -- -
 step "cargo test (release: the stress tests run real contention)"
 cargo test --workspace --exclude parking_lot --all-features --release
 
+step "cst-mutex without feature stats (the --all-features run keeps snodes attached for their counters; this one tests giving them back)"
+cargo test --release -p cst-mutex --lib --test alloc
+
 step "cargo doc (RUSTDOCFLAGS=-D warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude parking_lot --no-deps --all-features
 

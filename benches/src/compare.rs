@@ -1,6 +1,6 @@
 //! `numa-bench compare`: the default suite, sized for the machine.
 //!
-//! Locks `cna`, `queued`, `cst`, `parking_lot`, `std`; workloads `locktorture` and
+//! Locks `cna`, `queued`, `combining`, `cst`, `parking_lot`, `std`; workloads `locktorture` and
 //! `kv`; thread counts 1, 2, CPUs, 4x and 16x CPUs (deduplicated); on a one-node
 //! machine the threads are spread over 2 virtual nodes. Every point runs
 //! `--repeat` times (default 3), interleaved: the whole plan once, then again, so a
@@ -28,9 +28,10 @@ use crate::report::{Conditions, table};
 use crate::workloads::WorkloadName;
 
 /// The default locks compared.
-pub const DEFAULT_LOCKS: [LockName; 5] = [
+pub const DEFAULT_LOCKS: [LockName; 6] = [
     LockName::Cna,
     LockName::Queued,
+    LockName::Combining,
     LockName::Cst,
     LockName::ParkingLot,
     LockName::Std,
@@ -362,11 +363,16 @@ mod tests {
 
     #[test]
     fn durations_fit_the_budget() {
-        // 5 locks x 2 workloads x 4 thread counts on 2 CPUs.
-        let d = point_duration(40, false);
-        assert!(d.as_secs_f64() * 40.0 <= FULL_BUDGET_S + 1e-9);
-        let q = point_duration(40, true);
-        assert!(q.as_secs_f64() * 40.0 <= QUICK_BUDGET_S + 1e-9);
+        // 6 locks x 2 workloads x 4 thread counts on 2 CPUs.
+        let points = DEFAULT_LOCKS.len() * DEFAULT_WORKLOADS.len() * 4;
+        assert_eq!(points, 48);
+        // (The windows are whole ns: at most 1 ns per point over the budget.)
+        let d = point_duration(points, false);
+        assert!(d.as_secs_f64() * points as f64 <= FULL_BUDGET_S + 1e-6);
+        // The default repeats still get windows above the floor (the budget holds).
+        assert!(point_duration(points * DEFAULT_REPEAT, false) > Duration::from_millis(250));
+        let q = point_duration(points, true);
+        assert!(q.as_secs_f64() * points as f64 <= QUICK_BUDGET_S + 1e-6);
         assert_eq!(point_duration(1, true), Duration::from_secs(1));
         assert_eq!(point_duration(100_000, false), Duration::from_millis(250));
     }

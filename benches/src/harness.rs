@@ -51,6 +51,25 @@
 //!   latency beside it (`machine::WakeLatency`). Off by default:
 //!   while a sampled waiter waits, every hand-off reads the clock twice more
 //!   (~50 ns), which lengthens short critical sections.
+//! - Mutex workloads run every critical section through
+//!   [`BenchMutex::with_send`]: under the guard on the calling thread, except with
+//!   `combining`, whose `combine` may ship it to the combiner of the caller's NUMA
+//!   node (another thread) while the caller waits. For such a *combined* critical
+//!   section the per-acquisition columns mean:
+//!   - node switches and the `--remote-penalty-ns` model follow the node of the
+//!     thread that *runs* the critical section (the combiner's), since that is
+//!     where the protected data moves; a combiner's batch is one node, so a batch
+//!     of closures from its node counts no switch after its first;
+//!   - acquire latency is from the caller's `combine` call to the start of its
+//!     closure on the combiner (the closure reads the clock the caller passed it);
+//!   - `wait_max_ns` is from the call to the return of `combine` (the result back
+//!     on the caller), as for a guard it is from the call to the return of unlock;
+//!   - with `--idle-gaps`, a release is stamped when its submitter has its result
+//!     back, which inside a batch is mostly after the combiner started the next
+//!     closure (a gap of 0: within a batch the lock is never free); gaps show
+//!     between batches, at the hand-over to the next combiner;
+//!   - an operation is still one critical section, counted by its caller (the
+//!     fairness factor is per submitting thread).
 //! - For `rwlock`, node switches and the penalty concern write acquisitions only:
 //!   readers do not write shared state (recording would add the very cross-node
 //!   writes a NUMA rwlock avoids). `node_switches_per_1k` is then per 1000 writes.
@@ -484,7 +503,7 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                     if t0.is_some() {
                         waiting.0.fetch_add(1, Ordering::Relaxed);
                     }
-                    let (lat, gap, seq) = lock.with(|g| {
+                    let (lat, gap, seq) = lock.with_send(|g| {
                         let word = published.0.load(Ordering::Relaxed);
                         let prev = g.release_seq;
                         let matches = prev != 0 && (word >> 32) as u32 == prev;
@@ -512,7 +531,7 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                     }
                     lat
                 } else {
-                    lock.with(|g| {
+                    lock.with_send(|g| {
                         let lat = t0.map(|t| t.elapsed());
                         on_acquire(&mut g.tracker, penalty);
                         w.critical(&mut g.state, &mut local, req);
@@ -754,6 +773,9 @@ mod tests {
         for (lock, w) in [
             (LockName::Spin, WorkloadName::PageAlloc),
             (LockName::Ticket, WorkloadName::Locktorture),
+            (LockName::Combining, WorkloadName::Locktorture),
+            (LockName::Combining, WorkloadName::Kv),
+            (LockName::Combining, WorkloadName::PageAlloc),
             (LockName::ParkingLotRw, WorkloadName::RwLock),
             (LockName::StdRw, WorkloadName::RwLock),
         ] {

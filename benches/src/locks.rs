@@ -4,6 +4,10 @@
 //! `with(|data| ...)` API that is monomorphised per lock, so the benchmark adds no
 //! dynamic dispatch to the lock's fast path. A lock is chosen at run time by its
 //! [`LockName`]; [`dispatch_mutex`] / [`dispatch_rwlock`] turn the name into a type.
+//! The workloads run their critical sections through [`BenchMutex::with_send`]:
+//! the combining lock (`combining`, the registry's `combining_mutex` shape, family
+//! [`registry::Combining`]) ships them to its combiners, every other lock runs them
+//! on the caller under its guard.
 //!
 //! The locks, their names and their types come from the workspace's lock registry
 //! ([`numa_lock_registry::for_each_lock!`]), which the test suites, the torture
@@ -12,8 +16,8 @@
 use std::fmt;
 
 use numa_lock_registry::{
-    self as registry, DataMutex, DataRwLock, FairMutex, FullRwLock, LockApi, LockApiVisitor,
-    LockInfo, MutexFamily, RwLockFamily, Visitor,
+    self as registry, Combining, CombiningMutex, DataMutex, DataRwLock, FairMutex, FullRwLock,
+    LockApi, LockApiVisitor, LockInfo, MutexFamily, RwLockFamily, Visitor,
 };
 
 /// Counters a lock reports about itself (its `stats` feature), by counter name.
@@ -35,6 +39,13 @@ pub trait BenchMutex<T>: DataMutex<T> {
     #[inline]
     fn with<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
         <Self as DataMutex<T>>::with(self, f)
+    }
+    /// Runs `f` on the protected data under the lock: on this thread, or, for a
+    /// combining lock, maybe on the combiner of this thread's NUMA node
+    /// ([`DataMutex::with_send`]).
+    #[inline]
+    fn with_send<X: Send>(&self, f: impl FnOnce(&mut T) -> X + Send) -> X {
+        <Self as DataMutex<T>>::with_send(self, f)
     }
     /// The lock's own counters, if it keeps any (see [`LockStats`]).
     fn stats(&self) -> Option<LockStats> {
@@ -108,6 +119,9 @@ impl LockName {
     pub const Queued: LockName = LockName::named("queued");
     /// `hq`: `numa_spin::RawHqMutex`, the HQ hierarchical queued NUMA-aware spinlock.
     pub const Hq: LockName = LockName::named("hq");
+    /// `combining`: `numa_spin::RawCombiningMutex`, the NUMA-aware combining lock
+    /// (critical sections run by a combiner of the caller's node).
+    pub const Combining: LockName = LockName::named("combining");
     /// `cst`: `cst_mutex::RawMutex`, the CST blocking mutex.
     pub const Cst: LockName = LockName::named("cst");
     /// `parking_lot`: `parking_lot::RawMutex`.
@@ -223,6 +237,9 @@ impl<V: MutexVisitor> LockApiVisitor for Mutexes<V> {
     fn fair_mutex<R: FairMutex>(&mut self, lock: &'static LockInfo) -> Self::Output {
         self.go::<LockApi<R>>(lock)
     }
+    fn combining_mutex<R: CombiningMutex>(&mut self, lock: &'static LockInfo) -> Self::Output {
+        self.go::<Combining<R>>(lock)
+    }
     fn rwlock<R: FullRwLock>(&mut self, _: &'static LockInfo) -> Self::Output {
         None
     }
@@ -296,10 +313,14 @@ mod tests {
         type Output = u64;
         fn visit<K: MutexKind>(self, _: LockName) -> u64 {
             let m = <K::Mutex<u64> as DataMutex<u64>>::new(0);
-            for _ in 0..10 {
-                BenchMutex::with(&m, |x| *x += 1);
+            for i in 0..10 {
+                if i % 2 == 0 {
+                    BenchMutex::with(&m, |x| *x += 1);
+                } else {
+                    BenchMutex::with_send(&m, |x| *x += 1);
+                }
             }
-            BenchMutex::with(&m, |x| *x)
+            BenchMutex::with_send(&m, |x| *x)
         }
     }
 
@@ -312,6 +333,7 @@ mod tests {
                 "cna",
                 "queued",
                 "hq",
+                "combining",
                 "cst",
                 "parking_lot",
                 "std",
@@ -324,6 +346,64 @@ mod tests {
         );
         assert_eq!(LockName::ParkingLotRw.as_str(), "parking_lot-rw");
         assert!(LockName::StdRw.is_rwlock() && !LockName::Ticket.is_rwlock());
+    }
+
+    /// Whether `with_send` of the dispatched family ran a closure on another
+    /// thread than its caller: a holder keeps the lock (through `with`) while
+    /// two threads submit a closure each; one of them is its node's combiner
+    /// and runs the other's. Retried, since a thread slow to start may find
+    /// the lock free.
+    struct ShipsClosures;
+    impl MutexVisitor for ShipsClosures {
+        type Output = bool;
+        fn visit<K: MutexKind>(self, _: LockName) -> bool {
+            use std::sync::atomic::{AtomicBool, Ordering};
+            use std::thread;
+            use std::time::Duration;
+            for _ in 0..10 {
+                let m = <K::Mutex<u64> as DataMutex<u64>>::new(0);
+                let held = AtomicBool::new(false);
+                let shipped = thread::scope(|s| {
+                    s.spawn(|| {
+                        BenchMutex::with(&m, |_| {
+                            held.store(true, Ordering::SeqCst);
+                            thread::sleep(Duration::from_millis(60));
+                        })
+                    });
+                    while !held.load(Ordering::SeqCst) {
+                        thread::yield_now();
+                    }
+                    let submitters: Vec<_> = (0..2)
+                        .map(|_| {
+                            let h = s.spawn(|| {
+                                let me = thread::current().id();
+                                me != BenchMutex::with_send(&m, |x| {
+                                    *x += 1;
+                                    thread::current().id()
+                                })
+                            });
+                            thread::sleep(Duration::from_millis(10));
+                            h
+                        })
+                        .collect();
+                    submitters.into_iter().any(|h| h.join().unwrap())
+                });
+                assert_eq!(BenchMutex::with(&m, |x| *x), 2);
+                if shipped {
+                    return true;
+                }
+            }
+            false
+        }
+    }
+
+    #[test]
+    fn only_the_combining_lock_ships_closures() {
+        assert_eq!(
+            dispatch_mutex(LockName::Combining, ShipsClosures),
+            Some(true)
+        );
+        assert_eq!(dispatch_mutex(LockName::Cna, ShipsClosures), Some(false));
     }
 
     #[test]

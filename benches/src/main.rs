@@ -108,7 +108,7 @@ struct Common {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Lock: cna, queued, hq, cst, parking_lot, std, spin, ticket (mutexes);
+    /// Lock: cna, queued, hq, combining, cst, parking_lot, std, spin, ticket (mutexes);
     /// cst-rw, parking_lot-rw, std-rw (rwlock workload).
     #[arg(long)]
     lock: LockName,
@@ -189,7 +189,7 @@ struct CompareArgs {
     /// Output directory (default results/<UTC timestamp>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Locks, comma-separated (default cna,queued,cst,parking_lot,std).
+    /// Locks, comma-separated (default cna,queued,combining,cst,parking_lot,std).
     #[arg(long, value_delimiter = ',')]
     locks: Option<Vec<LockName>>,
     /// Workloads, comma-separated (default locktorture,kv).

@@ -181,9 +181,12 @@ pub struct Point {
     pub throughput_ops_per_us: f64,
     /// Share of all operations done by the busier half of the threads (0.5 = fair).
     pub fairness_factor: f64,
-    /// Holder-node changes per 1000 acquisitions (for `rwlock`: write acquisitions only).
+    /// Holder-node changes per 1000 acquisitions (for `rwlock`: write acquisitions
+    /// only; for `combining`: changes of the node of the thread that ran the
+    /// critical section, the combiner's).
     pub node_switches_per_1k: f64,
-    /// Acquire latency (lock call to lock held), ns, over the sampled acquisitions.
+    /// Acquire latency (lock call to lock held), ns, over the sampled acquisitions
+    /// (for `combining`: `combine` call to the start of the closure, wherever it ran).
     pub acquire_latency_ns: LatencySummary,
     /// Process CPU time (getrusage) per operation, ns: shows what waiting burns.
     pub cpu_ns_per_op: f64,
@@ -223,7 +226,8 @@ pub struct Point {
     /// every acquisition of every thread (not only the sampled ones): the
     /// longest wait plus its critical section. Read with two clock reads
     /// outside the critical section per operation. 0 in files written before
-    /// it existed.
+    /// it existed. For `combining`, from the `combine` call to its return (the
+    /// closure's result back on its caller; see [`crate::harness`]).
     #[serde(default)]
     pub wait_max_ns: u64,
     /// How many runs (`--repeat`) this point summarises; 1 for a single run. With

@@ -2,7 +2,9 @@
 //!
 //! With this package's `lock-stats` feature (which turns on `numa_spin`'s
 //! `stats`), `cna`, `queued` and `hq` report their counters: acquisitions, contended acquisitions, same- and cross-node
-//! handoffs, secondary-queue flushes. `cst` and `cst-rw` report the number of
+//! handoffs, secondary-queue flushes; `combining` those of its inner CNA lock,
+//! whose acquisitions are a combiner's batches, `lock()` guards and uncontended
+//! `combine` calls, not the closures a combiner ran for others. `cst` and `cst-rw` report the number of
 //! snodes the lock allocated (nodes that contended on it), and with `lock-stats`
 //! their contended-path counters (`cst_mutex::Stats`: acquisitions that queued in
 //! an snode queue, grants to a running queue head, parks, wake-ups, hand-offs to a
@@ -46,6 +48,9 @@ pub fn raw_stats(raw: &dyn Any) -> Option<LockStats> {
         }
         if let Some(l) = raw.downcast_ref::<numa_spin::RawHqMutex>() {
             return Some(spin_stats(l.stats()));
+        }
+        if let Some(l) = raw.downcast_ref::<numa_spin::RawCombiningMutex>() {
+            return Some(spin_stats(l.raw_lock().stats()));
         }
     }
     let (snodes, mut out) = if let Some(l) = raw.downcast_ref::<cst_mutex::RawMutex>() {
@@ -110,6 +115,10 @@ pub type Queued = LockApi<numa_spin::RawQueuedMutex>;
 /// `hq`: `numa_spin::RawHqMutex`, the HQ hierarchical queued NUMA-aware spinlock
 /// (seed 002).
 pub type Hq = LockApi<numa_spin::RawHqMutex>;
+
+/// `combining`: `numa_spin::RawCombiningMutex`, the NUMA-aware combining lock;
+/// its `with_send` runs the critical section through `combine`.
+pub type Combining = numa_lock_registry::Combining<numa_spin::RawCombiningMutex>;
 
 /// `cst`: `cst_mutex::RawMutex`, the CST cohort blocking mutex.
 pub type Cst = LockApi<cst_mutex::RawMutex>;

@@ -5,10 +5,11 @@
 //! # Input format
 //! * byte 0: the lock, `byte % n` among the `n` `lock_api` locks of the
 //!   registry (`numa_lock_registry::for_each_lock!`) in registry order:
-//!   numa-spin's `cna` and `queued`, cst-mutex's `cst` (`Mutex` + `Condvar`) and
-//!   `cst-rw`, and parking_lot's `parking_lot` and `parking_lot-rw` as baselines
-//!   for the harness itself. The operations follow the lock's shape (timed or
-//!   not, condvar or not, reader-writer). With `LOCK_OPS_LOCK=<name>` in the
+//!   numa-spin's `cna`, `queued`, `hq` and `combining`, cst-mutex's `cst`
+//!   (`Mutex` + `Condvar`) and `cst-rw`, and parking_lot's `parking_lot` and
+//!   `parking_lot-rw` as baselines for the harness itself. The operations follow
+//!   the lock's shape (timed or not, condvar or not, combining or not,
+//!   reader-writer). With `LOCK_OPS_LOCK=<name>` in the
 //!   environment (`hq`, `cna`, ...) byte 0 is ignored and every input runs
 //!   against that lock;
 //! * byte 1: thread count, `2 + byte % 3`;
@@ -17,7 +18,10 @@
 //!   operation among those valid in the thread's current state (holding
 //!   nothing, exclusive, shared or upgradable), its high 3 bits are the
 //!   operation's parameter `p` (timeouts `p x 20 us`, sleeps `p x 10 us`,
-//!   `p` yields).
+//!   `p` yields). Holding nothing, operation 5 is a pause, except on a
+//!   combining lock: there it is an exclusive section run through `combine`
+//!   (on the combiner of the thread's node, maybe another thread), with the
+//!   pause inside it.
 //!
 //! # The model
 //! The protected structure and its checks are `lock_tests::model`, shared with
@@ -45,7 +49,8 @@ use lock_api::{
 };
 use lock_tests::model::{Checker, Shared, Worker};
 use lock_tests::registry::{
-    self, FairMutex, FullRwLock, LockApiVisitor, LockInfo, TimedCondvar, TimedMutex,
+    self, CombiningMutex, FairMutex, FullRwLock, LockApiVisitor, LockInfo, TimedCondvar,
+    TimedMutex,
 };
 
 /// Upper bound on one thread's program.
@@ -104,6 +109,10 @@ impl LockApiVisitor for Run<'_> {
 
     fn timed_mutex<R: TimedMutex>(&mut self, lock: &'static LockInfo) {
         run_mutex(lock, &MutexUnderTest::<Timed<R>>::new(), self.0);
+    }
+
+    fn combining_mutex<R: CombiningMutex>(&mut self, lock: &'static LockInfo) {
+        run_mutex(lock, &MutexUnderTest::<Combines<R>>::new(), self.0);
     }
 
     fn condvar<C: TimedCondvar>(&mut self, lock: &'static LockInfo) {
@@ -189,6 +198,11 @@ trait MutexKind: Sync + Sized {
     }
     /// `notify_one` / `notify_all` if there is a condvar.
     fn notify(&self, _all: bool) {}
+    /// Holding nothing, operation 5: an exclusive section through `combine`
+    /// with `pause(p)` inside it if the lock combines, else `pause(p)`.
+    fn combine_or_pause(_m: &Mutex<Self::R, Shared>, _w: &mut Worker<'_>, p: u8) {
+        pause(p);
+    }
 }
 
 /// `try_lock_for` on a timed mutex; a failure must not come early.
@@ -236,6 +250,31 @@ impl<R: TimedMutex> MutexKind for Timed<R> {
         timeout: Duration,
     ) -> Option<MutexGuard<'a, R, Shared>> {
         timed_try_lock_for(m, w, timeout)
+    }
+}
+
+/// A timed mutex that also combines (shape `combining_mutex`).
+struct Combines<R>(PhantomData<fn() -> R>);
+
+impl<R: CombiningMutex> MutexKind for Combines<R> {
+    type R = R;
+    fn new() -> Self {
+        Combines(PhantomData)
+    }
+    fn try_lock_for<'a>(
+        m: &'a Mutex<R, Shared>,
+        w: &mut Worker<'_>,
+        timeout: Duration,
+    ) -> Option<MutexGuard<'a, R, Shared>> {
+        timed_try_lock_for(m, w, timeout)
+    }
+    fn combine_or_pause(m: &Mutex<R, Shared>, w: &mut Worker<'_>, p: u8) {
+        registry::combine(m, |s| {
+            s.enter_exclusive(w, "combine");
+            pause(p);
+            s.update(w, "combine");
+            s.exit_exclusive(w, "combine");
+        });
     }
 }
 
@@ -312,8 +351,12 @@ fn mutex_program<K: MutexKind>(l: &MutexUnderTest<K>, w: &mut Worker<'_>, prog: 
                     l.kind.notify(p % 2 == 1);
                     None
                 }
-                _ => {
+                4 => {
                     pause(p);
+                    None
+                }
+                _ => {
+                    K::combine_or_pause(m, w, p);
                     None
                 }
             }

@@ -34,7 +34,8 @@ def interleave(progs, idle):
     return out
 
 
-# Mutex. Holding nothing: 0 lock, 1 try_lock, 2 try_lock_for, 3 notify, 4-5 pause.
+# Mutex. Holding nothing: 0 lock, 1 try_lock, 2 try_lock_for, 3 notify, 4 pause,
+# 5 combine (an exclusive section through `combine` on combining locks, else a pause).
 # Holding: 0/7 update, 1 unlock, 2 unlock_fair, 3 bump, 4 wait, 5 migrate, 6 hold.
 m_basic = op(0) + op(0) + op(1)
 m_fair = op(1) + op(0) + op(2)
@@ -43,11 +44,13 @@ m_wait = op(0) + op(4, 3) + op(0) + op(1)
 m_notify = op(3, 1) + op(3, 0) + op(0) + op(5) + op(0) + op(1)
 m_timed = op(2, 7) + op(0) + op(1) + op(2, 1) + op(0) + op(1)
 m_sleep = op(0) + op(6, 3) + op(0) + op(1)
+m_combine = op(5) + op(5, 3) + op(5, 2) + op(0) + op(0) + op(1)
 MUTEX = {
     "basic": [m_basic * 4] * 2,
     "mix": [m_basic * 2 + m_fair, m_bump + m_timed, m_wait + m_notify],
     "condvar": [m_wait * 3, m_notify * 3, m_sleep + m_wait],
     "four": [m_basic + m_sleep, m_bump, m_fair * 2, m_timed],
+    "combine": [m_combine * 3, m_combine + m_basic, m_combine * 2 + m_timed, m_sleep + m_combine],
 }
 
 # RwLock. Nothing: 0 write, 1 read, 2 upgradable, 3-5 try_*, 6-8 try_*_for, 9 pause.

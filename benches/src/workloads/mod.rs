@@ -4,7 +4,10 @@
 //! work on per-thread state), `critical` (inside the lock, on the shared state) and
 //! `after` (outside the lock: the non-critical delay). One operation is one lock
 //! acquisition. The harness ([`crate::harness`]) adds the node-switch tracking and
-//! the remote-penalty cost model around `critical`.
+//! the remote-penalty cost model around `critical`. With the `combining` lock,
+//! `critical` may run on another thread (the combiner of the caller's NUMA node),
+//! with the caller's per-thread state and request lent to it: it must read
+//! nothing thread-local (hence `Local: Send` and `Req: Send`).
 
 pub mod kv;
 pub mod locktorture;
@@ -18,10 +21,11 @@ use std::str::FromStr;
 pub trait MutexWorkload: Sync {
     /// The state behind the lock.
     type Shared: Send;
-    /// Per-thread state (lives on its thread only).
-    type Local;
-    /// What `prepare` hands to `critical`.
-    type Req;
+    /// Per-thread state. `Send`: `critical` may run on another thread (the
+    /// combiner of a combining lock) with the caller's `local`.
+    type Local: Send;
+    /// What `prepare` hands to `critical` (`Send` for the same reason).
+    type Req: Send;
     /// Builds the shared state for `threads` threads.
     fn shared(&self, threads: usize) -> Self::Shared;
     /// Builds thread `thread`'s state.

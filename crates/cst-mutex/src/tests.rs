@@ -923,7 +923,10 @@ fn byte_copy_never_uses_or_frees_the_originals_snodes() {
 }
 
 /// Contended mutexes that are forgotten (never dropped) hold no snode once
-/// their contention is over: they all share the pooled snodes.
+/// their contention is over: they all share the pooled snodes. (Not with
+/// feature `stats`, whose counters live in the snodes, which then stay;
+/// `scripts/ci.sh` runs this crate's tests without it too.)
+#[cfg(not(feature = "stats"))]
 #[test]
 fn forgotten_contended_mutexes_hold_no_snodes() {
     for _ in 0..50 {

@@ -21,17 +21,29 @@
 //! | --- | --- | --- | --- |
 //! | `fair_mutex` | raw mutex | [`FairMutex`] | `FAIR` |
 //! | `timed_mutex` | raw mutex | [`TimedMutex`] | `FAIR \| TIMED` |
+//! | `combining_mutex` | raw mutex | [`CombiningMutex`] | `FAIR \| TIMED \| COMBINING` |
 //! | `condvar` | raw condvar (its mutex is `C::RawMutex`) | [`TimedCondvar`] | `FAIR \| TIMED \| CONDVAR` |
 //! | `rwlock` | raw rwlock | [`FullRwLock`] | `FAIR \| TIMED \| UPGRADABLE \| DOWNGRADE` |
 //! | `data_mutex` | a [`MutexFamily`] (std, spin: not `lock_api`) | [`MutexFamily`] | none |
 //! | `data_rwlock` | a [`RwLockFamily`] | [`RwLockFamily`] | none |
+//!
+//! A `combining_mutex` is a [`TimedMutex`] (its `lock()` guards are ordinary
+//! `lock_api` guards, and everything written for a timed mutex runs on it) that
+//! can also run a critical section as a closure shipped to a *combiner*, a
+//! thread of the caller's NUMA node that holds the lock and runs the queued
+//! closures of its node in a batch ([`CombiningMutex::combine`]; the algorithm
+//! is `numa_spin::CombiningMutex`'s). Through [`MutexFamily`] it is
+//! [`Combining<R>`], whose [`DataMutex::with_send`] combines. A visitor that
+//! does not implement [`LockApiVisitor::combining_mutex`] sees it as a timed
+//! mutex.
 //!
 //! # Adding a lock
 //!
 //! One line in [`for_each_lock!`]. Where it goes is the order of [`LOCKS`] (and of
 //! `numa-bench`'s lock list: mutexes first). A lock with fewer traits than any shape
 //! needs a new shape (a [`LockApiVisitor`] method with a default that forwards to a
-//! weaker shape, as `timed_mutex` forwards to `fair_mutex`).
+//! weaker shape, as `timed_mutex` forwards to `fair_mutex`); so does a lock with
+//! more than its shape can use (as `combining_mutex` forwards to `timed_mutex`).
 //!
 //! ```
 //! use numa_lock_registry::{LockApiVisitor, LockInfo, FairMutex, FullRwLock, LOCKS};
@@ -55,7 +67,10 @@
 //!     .iter()
 //!     .filter_map(|l| numa_lock_registry::visit_lock_api(l, &mut Smoke))
 //!     .collect();
-//! assert_eq!(visited, ["cna", "queued", "hq", "cst", "parking_lot", "cst-rw", "parking_lot-rw"]);
+//! assert_eq!(
+//!     visited,
+//!     ["cna", "queued", "hq", "combining", "cst", "parking_lot", "cst-rw", "parking_lot-rw"]
+//! );
 //! ```
 //!
 //! Empty in model builds (`--cfg numa_loom`): the loom and shuttle tests of the
@@ -87,6 +102,7 @@ macro_rules! for_each_lock {
             cna:            "cna"            in "numa-spin",   timed_mutex($crate::numa_spin::RawMutex);
             queued:         "queued"         in "numa-spin",   timed_mutex($crate::numa_spin::RawQueuedMutex);
             hq:             "hq"             in "numa-spin",   timed_mutex($crate::numa_spin::RawHqMutex);
+            combining:      "combining"      in "numa-spin",   combining_mutex($crate::numa_spin::RawCombiningMutex);
             cst:            "cst"            in "cst-mutex",   condvar($crate::cst_mutex::RawCondvar);
             parking_lot:    "parking_lot"    in "parking_lot", condvar($crate::parking_lot::RawCondvar);
             std:            "std"            in "std",         data_mutex($crate::StdMutex);
@@ -116,6 +132,9 @@ impl Caps {
     pub const UPGRADABLE: Caps = Caps(8);
     /// `downgrade` and `downgrade_to_upgradable` (`RawRwLockUpgradeDowngrade`).
     pub const DOWNGRADE: Caps = Caps(16);
+    /// Critical sections as `Send` closures that a combiner may run on another
+    /// thread ([`CombiningMutex::combine`], [`DataMutex::with_send`]).
+    pub const COMBINING: Caps = Caps(32);
 
     /// Both sets.
     pub const fn with(self, other: Caps) -> Caps {
@@ -135,6 +154,8 @@ pub enum Shape {
     FairMutex,
     /// A [`TimedMutex`].
     TimedMutex,
+    /// A [`CombiningMutex`]: a timed mutex that also combines closures.
+    CombiningMutex,
     /// A [`TimedCondvar`] and its mutex.
     Condvar,
     /// A [`FullRwLock`].
@@ -151,6 +172,7 @@ impl Shape {
         match self {
             Shape::FairMutex => Caps::FAIR,
             Shape::TimedMutex => Caps::FAIR.with(Caps::TIMED),
+            Shape::CombiningMutex => Caps::FAIR.with(Caps::TIMED).with(Caps::COMBINING),
             Shape::Condvar => Caps::FAIR.with(Caps::TIMED).with(Caps::CONDVAR),
             Shape::RwLock => Caps::FAIR
                 .with(Caps::TIMED)
@@ -206,6 +228,71 @@ impl<R: RawMutex + RawMutexFair + Send + Sync + 'static> FairMutex for R {}
 pub trait TimedMutex: FairMutex + RawMutexTimed<Duration = Duration, Instant = Instant> {}
 impl<R: FairMutex + RawMutexTimed<Duration = Duration, Instant = Instant>> TimedMutex for R {}
 
+/// A [`TimedMutex`] that can also run a critical section as a closure shipped to
+/// the lock holder: a *combiner* of the caller's NUMA node runs the queued
+/// closures of its node one after another under the lock (flat combining per
+/// node, H-Synch's shape; see `numa_spin::CombiningMutex`). `lock()` guards and
+/// combined closures exclude each other.
+pub trait CombiningMutex: TimedMutex {
+    /// Runs `f` on `*data` under the lock, on this thread or on a combiner
+    /// thread of this thread's NUMA node, and returns its result; a panic of
+    /// `f` is resumed on this thread. `f` may run on another thread, so it and
+    /// its result are `Send`, and it must not rely on this thread's
+    /// thread-local state (its NUMA node, its thread id).
+    ///
+    /// # Safety
+    ///
+    /// `data` points to a `T` accessed only under this lock (by `combine` on
+    /// this lock with the same `data`, or by a holder of this lock), valid
+    /// while any `combine` on this lock runs; the caller does not hold the
+    /// lock (`numa_spin::RawCombiningMutex::combine`'s contract).
+    unsafe fn combine<T, X, F>(&self, data: *mut T, f: F) -> X
+    where
+        F: FnOnce(&mut T) -> X + Send,
+        X: Send;
+}
+
+impl<Tn: numa_spin::Tunables> CombiningMutex for numa_spin::RawCombiningMutex<Tn>
+where
+    Self: TimedMutex,
+{
+    #[inline]
+    unsafe fn combine<T, X, F>(&self, data: *mut T, f: F) -> X
+    where
+        F: FnOnce(&mut T) -> X + Send,
+        X: Send,
+    {
+        // SAFETY: the caller's contract is this method's.
+        unsafe { numa_spin::RawCombiningMutex::combine(self, data, f) }
+    }
+}
+
+/// Runs `f` on the data of `mutex` under its lock through
+/// [`CombiningMutex::combine`]: on this thread, or on a combiner thread of this
+/// thread's NUMA node; a panic of `f` is resumed here. Like a second `lock()`,
+/// it waits forever if this thread holds the lock (a guard, or inside a
+/// closure of this lock).
+#[inline]
+pub fn combine<R, T, X>(mutex: &lock_api::Mutex<R, T>, f: impl FnOnce(&mut T) -> X + Send) -> X
+where
+    R: CombiningMutex,
+    T: Send,
+    X: Send,
+{
+    // SAFETY:
+    // - the data is reached only under the raw lock: through guards of
+    //   `mutex` and by closures combined on the same raw lock with the same
+    //   pointer (only `unsafe` code can unlock the raw lock behind `mutex`'s
+    //   back, and it must not);
+    // - it lives as long as `mutex`, which outlives this call and so every
+    //   closure of it;
+    // - a caller that holds the lock waits forever, as a second `lock()`
+    //   would: a closure runs only while the raw lock is acquired for it, so
+    //   it never overlaps the caller's own access (numa-spin's safe
+    //   `CombiningMutex::combine` relies on the same).
+    unsafe { mutex.raw().combine(mutex.data_ptr(), f) }
+}
+
 /// A `lock_api` raw condvar with timed waits, bound to a [`TimedMutex`].
 pub trait TimedCondvar: RawCondvarTimed<RawMutex: TimedMutex> + Send + Sync + 'static {}
 impl<C: RawCondvarTimed<RawMutex: TimedMutex> + Send + Sync + 'static> TimedCondvar for C {}
@@ -250,6 +337,12 @@ pub trait LockApiVisitor {
         self.fair_mutex::<R>(lock)
     }
 
+    /// A timed mutex that also runs closures on a combiner
+    /// ([`CombiningMutex::combine`]).
+    fn combining_mutex<R: CombiningMutex>(&mut self, lock: &'static LockInfo) -> Self::Output {
+        self.timed_mutex::<R>(lock)
+    }
+
     /// A timed condvar `C` and its mutex `C::RawMutex`.
     fn condvar<C: TimedCondvar>(&mut self, lock: &'static LockInfo) -> Self::Output {
         self.timed_mutex::<C::RawMutex>(lock)
@@ -260,6 +353,10 @@ pub trait LockApiVisitor {
 }
 
 /// A [`LockApiVisitor`] that also handles the locks outside `lock_api` (std, spin).
+///
+/// A generic [`MutexFamily`] visit of every mutex implements `fair_mutex` with
+/// [`LockApi<R>`], `combining_mutex` with [`Combining<R>`] (or leaves it to
+/// `fair_mutex`, and loses the combining) and `data_mutex` with `F`.
 pub trait Visitor: LockApiVisitor {
     /// A mutex family outside `lock_api`.
     fn data_mutex<F: MutexFamily>(&mut self, lock: &'static LockInfo) -> Self::Output;
@@ -274,6 +371,16 @@ pub trait DataMutex<T>: Send + Sync {
     fn new(value: T) -> Self;
     /// Locks, runs `f` on the data, unlocks.
     fn with<X>(&self, f: impl FnOnce(&mut T) -> X) -> X;
+    /// Runs `f` on the data under the lock, as [`with`](DataMutex::with) does,
+    /// or on another thread where the lock combines ([`Combining`]: `f` is
+    /// shipped to the combiner of this thread's NUMA node). Code that can
+    /// make its critical section `Send` calls this, so that every lock runs
+    /// it its own way; `f` must then not rely on this thread's thread-local
+    /// state. The default calls `with`.
+    #[inline]
+    fn with_send<X: Send>(&self, f: impl FnOnce(&mut T) -> X + Send) -> X {
+        self.with(f)
+    }
     /// The raw `lock_api` lock inside, if any (to read a lock's own counters).
     fn raw_any(&self) -> Option<&dyn Any> {
         None
@@ -349,6 +456,49 @@ impl<R: RawRwLock + Send + Sync + 'static, T: Send + Sync> DataRwLock<T>
     fn raw_any(&self) -> Option<&dyn Any> {
         // SAFETY: as for the mutex: the reference is only read.
         Some(unsafe { self.raw() })
+    }
+}
+
+/// The family of [`CombiningLock<R, _>`]: a [`CombiningMutex`] whose
+/// [`DataMutex::with_send`] combines.
+pub struct Combining<R>(PhantomData<fn() -> R>);
+
+impl<R: CombiningMutex> MutexFamily for Combining<R> {
+    type Mutex<T: Send> = CombiningLock<R, T>;
+}
+
+/// A `lock_api::Mutex<R, T>` over a [`CombiningMutex`] `R`, driven as a
+/// [`DataMutex`]: [`with_send`](DataMutex::with_send) runs the closure through
+/// [`combine`], [`with`](DataMutex::with) (closures that are
+/// not `Send`) through a `lock()` guard.
+pub struct CombiningLock<R: RawMutex, T> {
+    inner: lock_api::Mutex<R, T>,
+}
+
+impl<R: RawMutex, T> CombiningLock<R, T> {
+    /// The `lock_api` mutex inside (guards, `try_lock_for`, ...).
+    pub fn as_mutex(&self) -> &lock_api::Mutex<R, T> {
+        &self.inner
+    }
+}
+
+impl<R: CombiningMutex, T: Send> DataMutex<T> for CombiningLock<R, T> {
+    fn new(value: T) -> Self {
+        CombiningLock {
+            inner: lock_api::Mutex::new(value),
+        }
+    }
+    #[inline]
+    fn with<X>(&self, f: impl FnOnce(&mut T) -> X) -> X {
+        f(&mut self.inner.lock())
+    }
+    #[inline]
+    fn with_send<X: Send>(&self, f: impl FnOnce(&mut T) -> X + Send) -> X {
+        combine(&self.inner, f)
+    }
+    fn raw_any(&self) -> Option<&dyn Any> {
+        // SAFETY: as for `lock_api::Mutex`: the reference is only read.
+        Some(unsafe { self.inner.raw() })
     }
 }
 
@@ -430,6 +580,9 @@ macro_rules! __shape {
     };
     (timed_mutex) => {
         $crate::Shape::TimedMutex
+    };
+    (combining_mutex) => {
+        $crate::Shape::CombiningMutex
     };
     (condvar) => {
         $crate::Shape::Condvar
@@ -549,5 +702,111 @@ mod tests {
                 .has(Caps::CONDVAR.with(Caps::TIMED))
         );
         assert!(!lock("std").unwrap().shape.is_lock_api());
+        let combining = lock("combining").unwrap();
+        assert_eq!(combining.shape, Shape::CombiningMutex);
+        assert!(combining.type_name().contains("RawCombiningMutex"));
+        assert!(
+            combining
+                .caps()
+                .has(Caps::FAIR.with(Caps::TIMED).with(Caps::COMBINING))
+        );
+        assert!(!lock("cna").unwrap().caps().has(Caps::COMBINING));
+        assert_eq!(combining.index, lock("hq").unwrap().index + 1);
+    }
+
+    /// Which registry method a visit reached, per lock.
+    struct ShapeOf;
+    impl LockApiVisitor for ShapeOf {
+        type Output = &'static str;
+        fn fair_mutex<R: FairMutex>(&mut self, _: &'static LockInfo) -> &'static str {
+            "fair"
+        }
+        fn timed_mutex<R: TimedMutex>(&mut self, _: &'static LockInfo) -> &'static str {
+            "timed"
+        }
+        fn rwlock<R: FullRwLock>(&mut self, _: &'static LockInfo) -> &'static str {
+            "rwlock"
+        }
+    }
+
+    #[test]
+    fn combining_visits_fall_back_to_timed_mutex() {
+        let l = lock("combining").unwrap();
+        assert_eq!(visit_lock_api(l, &mut ShapeOf), Some("timed"));
+        struct Combines;
+        impl LockApiVisitor for Combines {
+            type Output = bool;
+            fn fair_mutex<R: FairMutex>(&mut self, _: &'static LockInfo) -> bool {
+                false
+            }
+            fn combining_mutex<R: CombiningMutex>(&mut self, _: &'static LockInfo) -> bool {
+                true
+            }
+            fn rwlock<R: FullRwLock>(&mut self, _: &'static LockInfo) -> bool {
+                false
+            }
+        }
+        let combining: Vec<_> = lock_api_locks()
+            .filter(|l| visit_lock_api(l, &mut Combines) == Some(true))
+            .map(|l| l.name)
+            .collect();
+        assert_eq!(combining, ["combining"]);
+    }
+
+    type CombiningLog = CombiningLock<numa_spin::RawCombiningMutex, Vec<std::thread::ThreadId>>;
+
+    /// `with_send` on the combining family ships closures: with the lock held
+    /// by a guard, two threads queue a closure each; once released, one of
+    /// them runs the other's (it is its node's combiner). Retried, since a
+    /// thread that is slow to start may find the lock free.
+    #[test]
+    fn with_send_combines_and_with_does_not() {
+        use std::sync::Arc;
+        use std::thread;
+        let mut combined = false;
+        for _ in 0..20 {
+            let m = Arc::new(<CombiningLog as DataMutex<_>>::new(Vec::new()));
+            let guard = m.as_mutex().lock();
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    let m = Arc::clone(&m);
+                    let h = thread::spawn(move || {
+                        let me = thread::current().id();
+                        (
+                            me,
+                            m.with_send(|v| {
+                                v.push(me);
+                                thread::current().id()
+                            }),
+                        )
+                    });
+                    thread::sleep(Duration::from_millis(20));
+                    h
+                })
+                .collect();
+            drop(guard);
+            for h in hs {
+                let (me, ran_on) = h.join().unwrap();
+                combined |= me != ran_on;
+            }
+            assert_eq!(m.with(|v| v.len()), 2);
+            if combined {
+                break;
+            }
+        }
+        assert!(combined, "no closure of with_send ran on a combiner");
+        // `with` runs on the caller, through a guard.
+        let m = <CombiningLog as DataMutex<_>>::new(Vec::new());
+        let me = std::thread::current().id();
+        assert_eq!(m.with(|_| std::thread::current().id()), me);
+        assert_eq!(m.with_send(|_| std::thread::current().id()), me);
+    }
+
+    /// The default `with_send` is `with`.
+    #[test]
+    fn default_with_send_locks() {
+        let m = <lock_api::Mutex<numa_spin::RawMutex, u64> as DataMutex<u64>>::new(1);
+        assert_eq!(m.with_send(|x| std::mem::replace(x, 5)), 1);
+        assert_eq!(*m.lock(), 5);
     }
 }

@@ -25,6 +25,7 @@
 //! models' (no `const` constructors, no `lock_api` impls).
 #![cfg(not(numa_loom))]
 
+pub mod combining;
 pub mod condvar;
 pub mod model;
 pub mod mutex;
@@ -42,8 +43,9 @@ pub use static_assertions;
 
 /// The registry callback that instantiates the generic suites for every `lock_api`
 /// lock: `registry::for_each_lock!(lock_tests::suites_for)` makes a module per
-/// lock (named by its registry ident) with submodules `mutex`, `timed`, `condvar`
-/// and `rwlock` as its shape allows, so a test is named e.g. `cst::condvar::wait_while`.
+/// lock (named by its registry ident) with submodules `mutex`, `timed`,
+/// `combining`, `condvar` and `rwlock` as its shape allows, so a test is named
+/// e.g. `cst::condvar::wait_while` or `combining::combining::exclusion_8_threads_4_nodes`.
 #[macro_export]
 macro_rules! suites_for {
     ($($id:ident: $name:literal in $krate:literal, $shape:ident($t:ty);)*) => {
@@ -65,6 +67,14 @@ macro_rules! __suites_for_lock {
         mod $id {
             $crate::mutex_suite!(mutex, $t);
             $crate::timed_mutex_suite!(timed, $t);
+        }
+    };
+    ($id:ident, combining_mutex, $t:ty) => {
+        #[allow(missing_docs)]
+        mod $id {
+            $crate::mutex_suite!(mutex, $t);
+            $crate::timed_mutex_suite!(timed, $t);
+            $crate::combining_suite!(combining, $t);
         }
     };
     ($id:ident, condvar, $t:ty) => {

@@ -21,7 +21,7 @@ pub struct Shared {
 
 /// Runs a critical section that detects overlap: `inside` flips to true on entry
 /// and must have been false; the counter is read, some work is done, then written.
-fn critical_section(shared: &mut Shared, inside: &AtomicBool, me: usize, work: u32) {
+pub(crate) fn critical_section(shared: &mut Shared, inside: &AtomicBool, me: usize, work: u32) {
     assert!(
         !inside.swap(true, Ordering::Relaxed),
         "two threads inside the critical section at once"

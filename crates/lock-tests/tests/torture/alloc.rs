@@ -12,12 +12,20 @@
 //! test also runs numa-spin as the lock *inside* a global allocator, under the
 //! load of every other lock's torture (cst-mutex and parking_lot allocate
 //! their tables and snodes through it, from threads that may already wait in a
-//! numa-spin lock). There are four such locks, each thread's calls going
+//! numa-spin lock). There are five such locks, each thread's calls going
 //! through one of them (assigned round robin at its first allocation): CNA,
 //! the queued lock, HQ with the process-wide tunables (contention episodes
-//! start plain and switch to NUMA mode) and HQ in NUMA mode from the first
-//! waiter. `torture_allocator_locks` checks them under contention from the
-//! first allocation of its threads.
+//! start plain and switch to NUMA mode), HQ in NUMA mode from the first
+//! waiter, and the combining lock, through `combine`: a thread's call into
+//! [`System`] may run on the combiner of its node. That is safe inside an
+//! allocator for the same reason as the queue locks: `combine` allocates
+//! nothing after it publishes its request (the request, its closure and the
+//! wake-up list are on the stacks of the submitter and the combiner, the queue
+//! nodes of its inner CNA lock come from `System`), and what may allocate (the
+//! first node lookup, the first read of the tunables) comes before, where a
+//! re-entering call finds the request not yet queued; the calls into `System`
+//! do not depend on the thread they run on. `torture_allocator_locks` checks
+//! them under contention from the first allocation of its threads.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -53,6 +61,7 @@ struct SystemLocks {
     queued: numa_spin::RawQueuedMutex,
     hq: numa_spin::RawHqMutex,
     hq_numa: numa_spin::RawHqLock<&'static numa_spin::Config>,
+    combining: numa_spin::RawCombiningMutex,
 }
 
 static SYSTEM_LOCKS: SystemLocks = SystemLocks {
@@ -60,13 +69,18 @@ static SYSTEM_LOCKS: SystemLocks = SystemLocks {
     queued: <numa_spin::RawQueuedMutex as lock_api::RawMutex>::INIT,
     hq: <numa_spin::RawHqMutex as lock_api::RawMutex>::INIT,
     hq_numa: numa_spin::RawHqLock::with_config(&HQ_NUMA),
+    combining: numa_spin::RawCombiningMutex::new(),
 };
 
 /// The allocator's locks by name.
-pub const LOCK_NAMES: [&str; 4] = ["cna", "queued", "hq", "hq-numa"];
+pub const LOCK_NAMES: [&str; 5] = ["cna", "queued", "hq", "hq-numa", "combining"];
 
 /// Calls into [`System`] made under each lock, in [`LOCK_NAMES`] order.
-static SERVED: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+static SERVED: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+
+/// Calls into [`System`] that the combining lock ran on another thread than
+/// the one that asked (a combiner's).
+static SHIPPED: AtomicU64 = AtomicU64::new(0);
 
 /// The next lock to assign to a thread.
 static NEXT_LOCK: AtomicUsize = AtomicUsize::new(0);
@@ -107,15 +121,69 @@ fn under<R: lock_api::RawMutex, T>(lock: &R, served: &AtomicU64, f: impl FnOnce(
     r
 }
 
-/// Runs `f` (a call into [`System`]) under the calling thread's lock.
-fn locked<T>(f: impl FnOnce() -> T) -> T {
+/// A pointer of a call into [`System`], sent to the thread that runs the call
+/// (a combiner).
+#[derive(Clone, Copy)]
+struct SendPtr(*mut u8);
+
+// SAFETY: it names a block that the sending thread hands over for one call
+// into `System` (which may run on any thread) and does not use meanwhile.
+unsafe impl Send for SendPtr {}
+
+impl SendPtr {
+    /// The pointer (a method, so that closures capture the whole `SendPtr`).
+    fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
+/// An address that tells threads apart without allocating (that of a
+/// thread-local of the calling thread; 0 once its thread-locals are gone).
+fn thread_tag() -> usize {
+    LOCK.try_with(|l| std::ptr::from_ref(l) as usize)
+        .unwrap_or(0)
+}
+
+/// Runs `f` under the combining `lock` through `combine`, counted in `served`
+/// (and in [`SHIPPED`] when it ran on a combiner).
+fn under_combining<T: Send>(
+    lock: &numa_spin::RawCombiningMutex,
+    served: &AtomicU64,
+    f: impl FnOnce() -> T + Send,
+) -> T {
+    // Read here: the closure may run on another thread.
+    let yield_inside = YIELD_INSIDE.try_with(Cell::get).unwrap_or(false);
+    let me = thread_tag();
+    let mut unit = ();
+    // SAFETY: the data is a `()` that only this call reaches (a zero-sized
+    // value: nothing is read or written through the pointer); the lock is
+    // only ever used through `combine` (the caller holds nothing).
+    unsafe {
+        lock.combine(&raw mut unit, move |_: &mut ()| {
+            let r = f();
+            served.fetch_add(1, Ordering::Relaxed);
+            if me != thread_tag() {
+                SHIPPED.fetch_add(1, Ordering::Relaxed);
+            }
+            if yield_inside {
+                std::thread::yield_now();
+            }
+            r
+        })
+    }
+}
+
+/// Runs `f` (a call into [`System`]) under the calling thread's lock; on the
+/// combining lock maybe on another thread.
+fn locked<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     let i = my_lock();
     let (l, served) = (&SYSTEM_LOCKS, &SERVED[i]);
     match i {
         0 => under(&l.cna, served, f),
         1 => under(&l.queued, served, f),
         2 => under(&l.hq, served, f),
-        _ => under(&l.hq_numa, served, f),
+        3 => under(&l.hq_numa, served, f),
+        _ => under_combining(&l.combining, served, f),
     }
 }
 
@@ -190,7 +258,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
             return std::ptr::null_mut();
         };
         // SAFETY: `full` has a non-zero size (it includes the header).
-        let base = locked(|| unsafe { System.alloc(full) });
+        let base = locked(|| SendPtr(unsafe { System.alloc(full) })).get();
         if base.is_null() {
             return base;
         }
@@ -203,7 +271,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
             return std::ptr::null_mut();
         };
         // SAFETY: `full` has a non-zero size.
-        let base = locked(|| unsafe { System.alloc_zeroed(full) });
+        let base = locked(|| SendPtr(unsafe { System.alloc_zeroed(full) })).get();
         if base.is_null() {
             return base;
         }
@@ -219,7 +287,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
         }
         let full = outer(layout, layout.size()).expect("layout was valid at allocation");
         // SAFETY: `ptr - header` is the block `alloc` got from `System` with `full`.
-        locked(|| unsafe { System.dealloc(ptr.sub(header(layout)), full) });
+        let base = SendPtr(unsafe { ptr.sub(header(layout)) });
+        // SAFETY: as above; the block is the caller's, handed over for the call.
+        locked(move || unsafe { System.dealloc(base.get(), full) });
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -232,8 +302,12 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: `ptr - header` is the block allocated with `full`; the new
         // size is non-zero and keeps the alignment; `System.realloc` copies the
         // header along with the data.
+        let old = SendPtr(unsafe { ptr.sub(header(layout)) });
+        let new_size_full = new_full.size();
+        // SAFETY: as above; the block is the caller's, handed over for the call.
         let base =
-            locked(|| unsafe { System.realloc(ptr.sub(header(layout)), full, new_full.size()) });
+            locked(move || SendPtr(unsafe { System.realloc(old.get(), full, new_size_full) }))
+                .get();
         if base.is_null() {
             return base;
         }
@@ -264,13 +338,14 @@ fn abort_unless_done(done: &'static AtomicBool, limit: Duration) {
     });
 }
 
-/// The allocator's four locks under contention: 12 threads, 3 per lock,
+/// The allocator's five locks under contention: 15 threads, 3 per lock,
 /// each assigned a virtual node and yielding its CPU inside the lock so that
-/// queues form, allocate and free until a 13th thread, assigned no node, has
+/// queues form, allocate and free until one more thread, assigned no node, has
 /// made 200 allocations through the HQ lock with the process-wide tunables,
 /// which it starts once that lock is in NUMA mode. Every lock serves its
 /// threads and none deadlocks (the process aborts if they are not done within
-/// 60 s). Run alone (`-- --ignored alloc`), the 13th thread's first slow
+/// 120 s: on a loaded 2-CPU machine a run that waits for the HQ lock's NUMA mode
+/// takes up to about 50 s). Run alone (`-- --ignored alloc`), that thread's first slow
 /// acquisition makes the first node lookup of the process: it builds the
 /// topology's node map, which allocates and so re-enters the lock it waits for
 /// on the same thread. (The threads are started one at a time, so that the
@@ -283,8 +358,8 @@ fn torture_allocator_locks() {
     let _serial = super::SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    abort_unless_done(&DONE, Duration::from_secs(60));
-    const HAMMERS: usize = 12;
+    abort_unless_done(&DONE, Duration::from_secs(120));
+    const HAMMERS: usize = 3 * LOCK_NAMES.len();
     let hq = LOCK_NAMES
         .iter()
         .position(|&n| n == "hq")
@@ -354,4 +429,12 @@ fn torture_allocator_locks() {
         let served = SERVED[i].load(Ordering::Relaxed) - before[i];
         assert!(served > 0, "{name} served no allocation");
     }
+    println!(
+        "allocator locks: {:?} calls served; {} by a combiner for another thread",
+        SERVED
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .collect::<Vec<_>>(),
+        SHIPPED.load(Ordering::Relaxed)
+    );
 }

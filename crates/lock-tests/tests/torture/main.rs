@@ -27,7 +27,10 @@
 //!
 //! The locks are those of the registry (`numa_lock_registry::for_each_lock!`):
 //! every `lock_api` lock gets a test `torture::<lock>` whose operations follow its
-//! shape (fair, timed, condvar, reader-writer with upgrades), and the exclusion
+//! shape (fair, timed, combining, condvar, reader-writer with upgrades; a
+//! combining lock's critical sections run through guards and through `combine`,
+//! closures that sleep, panic on the combiner, or come from a migrated thread,
+//! and fresh combining locks churned by helpers), and the exclusion
 //! model is `lock_tests::model`, shared with the suites and the fuzz target.
 //!
 //! The tests are `#[ignore]`d: run them with
@@ -56,7 +59,7 @@ use alloc::{CountingAlloc, count_this_thread, live};
 use engine::{Op, Target};
 use lock_tests::model::{Shared, TorturePanic};
 use lock_tests::registry::{
-    self, FairMutex, FullRwLock, LockApiVisitor, LockInfo, TimedCondvar, TimedMutex,
+    self, CombiningMutex, FairMutex, FullRwLock, LockApiVisitor, LockInfo, TimedCondvar, TimedMutex,
 };
 use mutex_ops::{HasMutex, WithCondvar};
 
@@ -259,6 +262,19 @@ impl LockApiVisitor for Torture {
             vec![
                 mutex_ops::fair_ops::<L<R>>(),
                 mutex_ops::timed_ops::<L<R>>(),
+            ],
+        )));
+    }
+
+    fn combining_mutex<R: CombiningMutex>(&mut self, lock: &'static LockInfo) {
+        type L<R> = lock_api::Mutex<R, Shared>;
+        torture(leak(mutex_target(
+            lock.name,
+            plain::<R>,
+            vec![
+                mutex_ops::fair_ops::<L<R>>(),
+                mutex_ops::timed_ops::<L<R>>(),
+                mutex_ops::combining_ops::<L<R>>(),
             ],
         )));
     }

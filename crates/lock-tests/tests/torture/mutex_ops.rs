@@ -15,6 +15,7 @@ use lock_api::{
 use crate::alloc::count_this_thread;
 use crate::engine::{Op, check_total, expect_torture_panic};
 use lock_tests::model::{Shared, TorturePanic, Worker};
+use lock_tests::registry::{CombiningMutex, combine};
 
 /// A torture lock that contains a mutex: the mutex itself, or a mutex with a
 /// condition variable.
@@ -170,6 +171,89 @@ pub fn churn<L: HasMutex>(_: &L, w: &mut Worker<'_>) {
     w.stats.churned += 1;
 }
 
+/// An exclusive section run through `combine`: on this thread, or on the
+/// combiner of this thread's node while this thread waits.
+pub fn combine_cs<L: HasMutex>(l: &L, w: &mut Worker<'_>)
+where
+    L::R: CombiningMutex,
+{
+    combine(l.mutex(), |s| s.exclusive_section(w, "combine"));
+}
+
+/// A combined closure that sleeps up to 2 ms: a combiner stalled (preempted)
+/// inside its batch, with the closures of its node waiting behind it.
+pub fn combine_sleep<L: HasMutex>(l: &L, w: &mut Worker<'_>)
+where
+    L::R: CombiningMutex,
+{
+    let nap = w.micros(2000);
+    combine(l.mutex(), |s| {
+        s.enter_exclusive(w, "combine_sleep");
+        thread::sleep(nap);
+        s.update(w, "combine_sleep");
+        s.exit_exclusive(w, "combine_sleep");
+    });
+}
+
+/// A combined closure that panics after its update: the panic must come back
+/// to this thread (with its payload), the combiner must go on, and the update
+/// stays.
+pub fn combine_panic<L: HasMutex>(l: &L, w: &mut Worker<'_>)
+where
+    L::R: CombiningMutex,
+{
+    expect_torture_panic(w, "combine_panic", |w| {
+        combine(l.mutex(), |s| {
+            s.exclusive_section(w, "combine_panic");
+            std::panic::panic_any(TorturePanic);
+        })
+    });
+}
+
+/// Combines from another virtual node than the worker's own (another request
+/// queue of the lock), then returns home.
+pub fn combine_migrated<L: HasMutex>(l: &L, w: &mut Worker<'_>)
+where
+    L::R: CombiningMutex,
+{
+    let home = w.migrate();
+    combine(l.mutex(), |s| s.exclusive_section(w, "combine_migrated"));
+    w.return_to(home);
+}
+
+/// [`churn`] through `combine`: a fresh mutex contended by 2-4 helpers on
+/// different virtual nodes, each combining its critical sections, then
+/// checked and dropped (its request queues must be empty by then).
+pub fn combine_churn<L: HasMutex>(_: &L, w: &mut Worker<'_>)
+where
+    L::R: CombiningMutex,
+{
+    let m = Mutex::<L::R, Shared>::new(Shared::new());
+    let helpers = 2 + (w.next_u64() as usize % (CHURN_MAX_HELPERS - 1));
+    let checker = w.checker();
+    thread::scope(|s| {
+        for k in 0..helpers {
+            let (m, seed, id) = (&m, w.next_u64(), w.id * 1000 + k + 1);
+            s.spawn(move || {
+                count_this_thread(true);
+                let mut hw = Worker::new(id, seed, checker);
+                for _ in 0..CHURN_ROUNDS {
+                    combine(m, |s| s.exclusive_section(&mut hw, "combine_churn"));
+                }
+                numa_topology::set_current_thread_node(None);
+            });
+        }
+    });
+    match m.try_lock() {
+        Some(g) => check_total(&g, w, "combine_churn", CHURN_ROUNDS * helpers as u64),
+        None => w.violation(format_args!(
+            "combine_churn: lock held after its helpers finished"
+        )),
+    }
+    drop(m);
+    w.stats.churned += 1;
+}
+
 /// Waits on the condvar with a 1-500 us timeout inside an exclusive section;
 /// the wait must return with the mutex held, and a timeout must not come early.
 pub fn condvar_wait<C>(l: &WithCondvar<C>, w: &mut Worker<'_>)
@@ -276,6 +360,40 @@ where
         weight: 10,
         run: try_lock_for::<L>,
     }]
+}
+
+/// Critical sections shipped to combiners (`CombiningMutex::combine`).
+pub fn combining_ops<L: HasMutex>() -> Vec<Op<L>>
+where
+    L::R: CombiningMutex,
+{
+    vec![
+        Op {
+            name: "combine",
+            weight: 40,
+            run: combine_cs::<L>,
+        },
+        Op {
+            name: "combine_sleep",
+            weight: 1,
+            run: combine_sleep::<L>,
+        },
+        Op {
+            name: "combine_panic",
+            weight: 2,
+            run: combine_panic::<L>,
+        },
+        Op {
+            name: "combine_migrated",
+            weight: 5,
+            run: combine_migrated::<L>,
+        },
+        Op {
+            name: "combine_churn",
+            weight: 1,
+            run: combine_churn::<L>,
+        },
+    ]
 }
 
 /// Condvar waits and notifications (`RawCondvarTimed`).
