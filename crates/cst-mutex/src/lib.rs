@@ -234,6 +234,16 @@ mod sync;
 /// dependency.
 pub use lock_api;
 
+/// The heap memory of every snode allocated so far, attached to a lock or in
+/// the pool: `(bytes, allocations)`. Snodes are never freed (a reader that
+/// loaded an snode pointer may still use it, see the crate docs on memory), so
+/// this is the peak number attached at once times the snode's size; leak
+/// checks subtract its growth.
+#[cfg(not(numa_loom))]
+pub fn snode_memory() -> (usize, usize) {
+    pool::memory()
+}
+
 pub use condvar::Condvar;
 pub use config::{
     ConfigError, DEFAULT_BATCH_BOUND, DEFAULT_FAIRNESS_TIMEOUT, batch_bound, fairness_timeout,

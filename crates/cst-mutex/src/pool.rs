@@ -26,6 +26,20 @@ use crate::snode::Snode;
 #[cfg(not(numa_loom))]
 use std::ptr;
 
+/// Snodes allocated so far (never freed): a diagnostic, see [`memory`].
+#[cfg(not(numa_loom))]
+static ALLOCATED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The heap memory of every snode allocated so far, attached or pooled:
+/// `(bytes, allocations)`. Snodes are never freed, so this is the peak number
+/// attached at once, times the snode's size.
+#[cfg(not(numa_loom))]
+pub fn memory() -> (usize, usize) {
+    // Relaxed: a counter read for a report.
+    let n = ALLOCATED.load(std::sync::atomic::Ordering::Relaxed);
+    (n * core::mem::size_of::<Snode>(), n)
+}
+
 /// The most snodes a thread keeps for itself.
 #[cfg(not(numa_loom))]
 const CACHE_MAX: usize = 8;
@@ -37,6 +51,8 @@ pub(crate) fn take() -> &'static Snode {
     let p = take_pooled();
     let p = if p.is_null() {
         let p = Box::into_raw(Box::new(Snode::new_dead()));
+        #[cfg(not(numa_loom))]
+        ALLOCATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         #[cfg(numa_loom)]
         global::record(p);
         p

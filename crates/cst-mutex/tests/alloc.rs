@@ -202,9 +202,12 @@ fn snodes_are_lazy_and_reused() {
     });
     // The last waiter gave the snodes back to the pool: the idle mutex holds
     // none, and freeing its memory without dropping it would leak nothing.
+    // (With feature `stats` the counters live in the snodes, which then stay.)
     // SAFETY: only reads the snode count.
     let n = unsafe { m.raw() }.snode_count();
-    assert_eq!(n, 0, "idle mutex kept snodes");
+    if !cfg!(feature = "stats") {
+        assert_eq!(n, 0, "idle mutex kept snodes");
+    }
     let pooled = live();
     assert!(pooled >= 1, "no snode was ever allocated");
     drop(m);
