@@ -9,10 +9,12 @@
 //!
 //! Prints a report (median and maximum wait per lock, policy, path and
 //! critical section; `cargo test --release --test fairness_bound --
-//! --nocapture`) and asserts generous limits: a median over 50 ms or a maximum
-//! over 500 ms in three runs of a cell fails (the bound is about 100 us plus
-//! the critical section; the slack and the reruns are for a busy 2-CPU CI
-//! machine, where the waiter itself may wait for a CPU that long).
+//! --nocapture`) and asserts generous limits: a median over 100 ms or a
+//! maximum over 1 s in three runs of a cell fails (the bound is about 100 us
+//! plus the critical section; the slack and the reruns are for a busy 2-CPU
+//! CI machine, where the waiter itself may wait for a CPU for tens of ms: with
+//! two CPU-bound loops beside it the maxima reached 180 ms). Without the bound
+//! the medians were 0.1-4 s and the maxima 1-17 s.
 #![cfg(not(numa_loom))]
 
 use std::sync::Mutex;
@@ -28,8 +30,8 @@ const GAP: Duration = Duration::from_millis(1);
 /// Critical sections of the holder, in us.
 const CRITICAL_SECTIONS_US: [u64; 4] = [5, 15, 50, 200];
 /// Limits of the assertion (see the module docs).
-const MAX_MEDIAN: Duration = Duration::from_millis(50);
-const MAX_WAIT: Duration = Duration::from_millis(500);
+const MAX_MEDIAN: Duration = Duration::from_millis(100);
+const MAX_WAIT: Duration = Duration::from_secs(1);
 /// Runs of a cell before it fails: a run over the limits is repeated, since
 /// on an overloaded machine the waiter itself may wait for a CPU for that
 /// long (a lock that starves it fails every run).
