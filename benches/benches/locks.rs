@@ -1,6 +1,7 @@
 //! criterion benches of every lock: uncontended lock+unlock, contended short
 //! critical sections (2 threads and 4x CPUs threads), and rwlocks read-only and
-//! 95% read with 1 and 2 threads.
+//! 95% read with 1 and 2 threads. Critical sections run through
+//! `BenchMutex::with_send`, so `combining` runs them through `combine`.
 //!
 //! Contended benches spread their threads over 2 virtual nodes
 //! (`numa_topology::set_current_thread_node`), so the NUMA-aware locks take their
@@ -22,7 +23,7 @@ use numa_bench::locks::{
     BenchMutex, BenchRwLock, MutexKind, ParkingLot, ParkingLotRw, RwLockKind, Spin, Std, StdRw,
     Ticket,
 };
-use numa_bench::ours::{Cna, Cst, CstRw, Hq, Queued};
+use numa_bench::ours::{Cna, Combining, Cst, CstRw, Hq, Queued};
 
 /// The protected data: two cache lines, like `locktorture`'s default.
 #[repr(align(64))]
@@ -92,7 +93,7 @@ fn mutex_benches<K: MutexKind>(c: &mut Criterion, name: &str) {
     let mut g = c.benchmark_group("uncontended");
     g.bench_function(name, |b| {
         let m = <K::Mutex<Data>>::new(Data::default());
-        b.iter(|| m.with(short_cs));
+        b.iter(|| m.with_send(short_cs));
     });
     g.finish();
 
@@ -105,7 +106,7 @@ fn mutex_benches<K: MutexKind>(c: &mut Criterion, name: &str) {
         g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
             b.iter_custom(|iters| {
                 let m = <K::Mutex<Data>>::new(Data::default());
-                timed_threads(threads, iters, |_, _| m.with(short_cs))
+                timed_threads(threads, iters, |_, _| m.with_send(short_cs))
             });
         });
     }
@@ -139,6 +140,7 @@ fn all(c: &mut Criterion) {
     mutex_benches::<Cna>(c, "cna");
     mutex_benches::<Queued>(c, "queued");
     mutex_benches::<Hq>(c, "hq");
+    mutex_benches::<Combining>(c, "combining");
     mutex_benches::<Cst>(c, "cst");
     mutex_benches::<ParkingLot>(c, "parking_lot");
     mutex_benches::<Std>(c, "std");
