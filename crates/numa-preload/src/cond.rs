@@ -26,7 +26,7 @@
 
 use crate::layout::{COND_MONOTONIC, COND_PSHARED, CondRepr};
 use crate::mutex::{self, InPlace};
-use crate::{real, stats, time};
+use crate::{cancel, real, stats, time};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering;
 use libc::{clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t, timespec};
@@ -103,9 +103,15 @@ pub unsafe fn destroy(c: *mut pthread_cond_t) -> c_int {
 /// `pthread_cond_wait` (`abstime` null) or a timed wait on `clock` (`None`: the
 /// condvar's own clock) with mutex lock `L`.
 ///
+/// A cancellation point (see [`cancel`]): a pending cancel is acted on at entry,
+/// and one that woke the wait after the mutex is re-taken, by a forced unwind
+/// through this frame, which holds nothing to drop.
+///
 /// # Safety
 ///
-/// `c` and `m` are live; `m` is held by the caller; `abstime` is null or readable.
+/// `c` and `m` are live; `m` is held by the caller; `abstime` is null or
+/// readable; every Rust frame from here to the C caller is a plain old frame of
+/// a function with an unwinding ABI (see [`cancel::testcancel`]).
 pub unsafe fn wait<L: InPlace>(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
@@ -134,12 +140,25 @@ pub unsafe fn wait<L: InPlace>(
         }
         return libc::ETIMEDOUT;
     }
+    let epoch = cancel::epoch();
+    // SAFETY: the mutex is held, nothing is registered yet, and no frame up to
+    // the C caller has anything to drop (caller's contract).
+    unsafe { cancel::testcancel() };
+    let Ok(reg) = cancel::register(&r.seq, flags & COND_PSHARED != 0, epoch) else {
+        // A cancel came since the check: act on it (the mutex is still held),
+        // or, if it was another thread's or is disabled, return as a spurious
+        // wake-up.
+        // SAFETY: as above.
+        unsafe { cancel::testcancel() };
+        return 0;
+    };
     r.waiters.fetch_add(1, Ordering::SeqCst);
     let seq = r.seq.load(Ordering::SeqCst);
     // SAFETY: caller's contract.
     let saved = match unsafe { mutex::unlock_for_wait::<L>(m) } {
         Ok(s) => s,
         Err(e) => {
+            reg.leave();
             // Release: the last access to the condvar (see `destroy`).
             r.waiters.fetch_sub(1, Ordering::Release);
             return e;
@@ -150,10 +169,15 @@ pub unsafe fn wait<L: InPlace>(
         op |= libc::FUTEX_CLOCK_REALTIME;
     }
     let ts = if timed { abstime } else { core::ptr::null() };
-    // SAFETY: `seq` is a live, 4-byte aligned futex word; `ts` is null or a valid
-    // absolute timespec; the other arguments are unused by FUTEX_WAIT_BITSET
-    // except the bitset (all bits).
-    let ret = unsafe {
+    // No sleep if a canceller already claimed us (it may have bumped `seq`
+    // before we read it).
+    let ret = if reg.cancelled() {
+        0
+    } else {
+        // SAFETY: `seq` is a live, 4-byte aligned futex word; `ts` is null or a
+        // valid absolute timespec; the other arguments are unused by
+        // FUTEX_WAIT_BITSET except the bitset (all bits).
+        unsafe {
         libc::syscall(
             libc::SYS_futex,
             r.seq.as_ptr(),
@@ -163,9 +187,11 @@ pub unsafe fn wait<L: InPlace>(
             core::ptr::null::<u32>(),
             u32::MAX,
         )
+        }
     };
     // SAFETY: `__errno_location` returns this thread's errno cell.
     let timed_out = ret == -1 && unsafe { *libc::__errno_location() } == libc::ETIMEDOUT;
+    let cancelled = reg.leave();
     // Release: our last access to the condvar, which `destroy` may free next.
     r.waiters.fetch_sub(1, Ordering::Release);
     // SAFETY: caller's contract: `m` is live and was held before the wait.
@@ -175,6 +201,11 @@ pub unsafe fn wait<L: InPlace>(
         if timed_out {
             stats::COND_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
         }
+    }
+    if cancelled && e == 0 {
+        // SAFETY: the mutex is held again and nothing here needs dropping
+        // (caller's contract for the frames above).
+        unsafe { cancel::testcancel() };
     }
     if e != 0 {
         e

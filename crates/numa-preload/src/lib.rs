@@ -67,6 +67,7 @@ compile_error!(
     "numa-preload supports x86-64 Linux with glibc only (it reuses glibc's lock layouts)"
 );
 
+pub mod cancel;
 pub mod cond;
 mod exports;
 pub mod layout;

@@ -86,7 +86,9 @@ macro_rules! real_fns {
             #[inline]
             pub unsafe fn $rust($($arg: $ty),*) -> c_int {
                 let addr = syms::$rust.get();
-                type F = unsafe extern "C" fn($($ty),*) -> c_int;
+                // "C-unwind": glibc's condvar waits are cancellation points,
+                // which unwind through their caller (a forced unwind).
+                type F = unsafe extern "C-unwind" fn($($ty),*) -> c_int;
                 // SAFETY: `addr` is glibc's definition of this symbol (dlsym
                 // found it by name, and the version for the condvar ABI), whose C
                 // prototype is `F`.
@@ -126,6 +128,7 @@ real_fns! {
     pthread_rwlock_timedwrlock = c"pthread_rwlock_timedwrlock": fn(l: *mut pthread_rwlock_t, t: *const timespec);
     pthread_rwlock_clockwrlock = c"pthread_rwlock_clockwrlock": fn(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec);
     pthread_rwlock_unlock = c"pthread_rwlock_unlock": fn(l: *mut pthread_rwlock_t);
+    pthread_cancel = c"pthread_cancel": fn(t: libc::pthread_t);
 }
 
 // The attribute getters are not interposed: these are glibc's, linked normally.

@@ -258,3 +258,17 @@ fn bad_numa_lock_stops_before_main() {
         );
     }
 }
+
+/// A thread blocked in `pthread_cond_wait`, `timedwait` or `clockwait` is
+/// cancelled (deferred), and its cleanup handler runs with the mutex held.
+#[test]
+fn cancel() {
+    if !have_cc() {
+        return;
+    }
+    for (mode, err) in corpus("cancel") {
+        if mode != "pthread" {
+            assert!(stat(&err, "condvar", "waits") >= 9, "{mode}: {err}");
+        }
+    }
+}
