@@ -79,6 +79,29 @@ static TABLE: [Slot; SLOTS] = [EMPTY; SLOTS];
 /// Bumped by every interposed `pthread_cancel` before it scans [`TABLE`].
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
+unsafe extern "C" {
+    /// glibc's `pthread_setcancelstate(3)` (not a cancellation point).
+    fn pthread_setcancelstate(state: core::ffi::c_int, old: *mut core::ffi::c_int) -> core::ffi::c_int;
+}
+
+/// glibc's `PTHREAD_CANCEL_DISABLE`.
+const CANCEL_DISABLE: core::ffi::c_int = 1;
+
+/// Disables cancellation; returns the state to give to [`restore_state`].
+pub fn disable() -> core::ffi::c_int {
+    let mut old = 0;
+    // SAFETY: a valid state and a local out-pointer.
+    unsafe { pthread_setcancelstate(CANCEL_DISABLE, &mut old) };
+    old
+}
+
+/// Puts back the cancellation state returned by [`disable`].
+pub fn restore_state(old: core::ffi::c_int) {
+    let mut prev = 0;
+    // SAFETY: `old` came from glibc; a local out-pointer.
+    unsafe { pthread_setcancelstate(old, &mut prev) };
+}
+
 unsafe extern "C-unwind" {
     /// glibc's `pthread_testcancel(3)`: unwinds (a forced unwind) when a cancel
     /// is pending and enabled.

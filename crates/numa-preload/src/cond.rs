@@ -43,6 +43,121 @@ unsafe fn repr<'a>(c: *mut pthread_cond_t) -> &'a CondRepr {
     unsafe { &*c.cast::<CondRepr>() }
 }
 
+/// Whether `c` is glibc's (process-shared, initialized by glibc).
+#[inline]
+fn forwarded(r: &CondRepr) -> bool {
+    r.flags.load(Ordering::Relaxed) & COND_PSHARED != 0
+}
+
+/// glibc mutexes that stand in for one of our mutexes while a thread waits on
+/// a process-shared (glibc) condvar: glibc's wait releases and re-takes its
+/// mutex with its internal functions, which cannot release ours. Chosen by the
+/// condvar's address; `PTHREAD_MUTEX_INITIALIZER` is all zero.
+struct Helpers([core::cell::UnsafeCell<pthread_mutex_t>; HELPERS]);
+const HELPERS: usize = 64;
+// SAFETY: the mutexes are only used through glibc's thread-safe functions.
+unsafe impl Sync for Helpers {}
+#[allow(clippy::declare_interior_mutable_const)]
+const HELPER: core::cell::UnsafeCell<pthread_mutex_t> =
+    // SAFETY: all-zero is glibc's `PTHREAD_MUTEX_INITIALIZER`.
+    core::cell::UnsafeCell::new(unsafe { core::mem::zeroed() });
+static HELPER_MUTEXES: Helpers = Helpers([HELPER; HELPERS]);
+
+fn helper(c: *mut pthread_cond_t) -> *mut pthread_mutex_t {
+    let i = (c as usize >> 6) % HELPERS;
+    HELPER_MUTEXES
+        .0
+        .get(i)
+        .or(HELPER_MUTEXES.0.first())
+        .map_or(core::ptr::null_mut(), |m| m.get())
+}
+
+/// A wait on glibc's process-shared condvar `c`.
+///
+/// With a glibc mutex (process-shared, robust, ...) glibc's wait does it all.
+/// With one of ours the waiter takes `c`'s helper (a glibc mutex), releases
+/// ours, and waits on `c` with the helper, which glibc releases atomically with
+/// the waiter's registration; our `signal` and `broadcast` of such a condvar
+/// take the helper around glibc's, so a signaller of this process that
+/// changed the predicate under our mutex cannot slip between our release and
+/// that registration (no lost wake-up). That wait is not a cancellation point
+/// while it sleeps: glibc's cancel would unwind with the helper held and our
+/// mutex free; a pending cancel is acted on when the wait returns.
+///
+/// # Safety
+///
+/// As for [`wait`].
+unsafe fn wait_glibc<L: InPlace>(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    clock: Option<clockid_t>,
+    abstime: *const timespec,
+    timed: bool,
+) -> c_int {
+    stats::forwarded();
+    // SAFETY: caller's contract (`m` is live).
+    let ours = unsafe { mutex::is_ours(m) };
+    if !ours {
+        // SAFETY: glibc's condvar and mutex; glibc's wait may unwind through
+        // this plain old frame (caller's contract).
+        return unsafe {
+            match (timed, clock) {
+                (false, _) => real::pthread_cond_wait(c, m),
+                (true, None) => real::pthread_cond_timedwait(c, m, abstime),
+                (true, Some(k)) => real::pthread_cond_clockwait(c, m, k, abstime),
+            }
+        };
+    }
+    // SAFETY: the mutex is held; nothing to drop (caller's contract).
+    unsafe { cancel::testcancel() };
+    let h = helper(c);
+    // SAFETY: `h` is one of our static glibc mutexes; `m` is live and held.
+    unsafe {
+        real::pthread_mutex_lock(h);
+        let saved = match mutex::unlock_for_wait::<L>(m) {
+            Ok(s) => s,
+            Err(e) => {
+                real::pthread_mutex_unlock(h);
+                return e;
+            }
+        };
+        let old = cancel::disable();
+        let r = match (timed, clock) {
+            (false, _) => real::pthread_cond_wait(c, h),
+            (true, None) => real::pthread_cond_timedwait(c, h, abstime),
+            (true, Some(k)) => real::pthread_cond_clockwait(c, h, k, abstime),
+        };
+        real::pthread_mutex_unlock(h);
+        let e = mutex::relock_after_wait::<L>(m, saved);
+        cancel::restore_state(old);
+        // The mutex is held again: a cancel that came during the wait.
+        cancel::testcancel();
+        if e != 0 { e } else { r }
+    }
+}
+
+/// `signal`/`broadcast` of glibc's process-shared condvar `c` (see
+/// [`wait_glibc`] for the helper).
+///
+/// # Safety
+///
+/// `c` is a live glibc condvar.
+unsafe fn wake_glibc(c: *mut pthread_cond_t, all: bool) -> c_int {
+    stats::forwarded();
+    let h = helper(c);
+    // SAFETY: `h` is one of our static glibc mutexes; `c` is glibc's.
+    unsafe {
+        real::pthread_mutex_lock(h);
+        let r = if all {
+            real::pthread_cond_broadcast(c)
+        } else {
+            real::pthread_cond_signal(c)
+        };
+        real::pthread_mutex_unlock(h);
+        r
+    }
+}
+
 fn private_flag(flags: u32) -> c_int {
     if flags & COND_PSHARED != 0 {
         0
@@ -70,7 +185,12 @@ pub unsafe fn init(c: *mut pthread_cond_t, attr: *const pthread_condattr_t) -> c
             flags |= COND_MONOTONIC;
         }
         if pshared != libc::PTHREAD_PROCESS_PRIVATE {
-            flags |= COND_PSHARED;
+            // glibc's own condvar, which sets `COND_PSHARED` (its
+            // `__PTHREAD_COND_SHARED_MASK`) in `__wrefs`: every later call
+            // sees it and goes to glibc, so a process without this library
+            // can share it.
+            // SAFETY: caller's contract.
+            return unsafe { real::pthread_cond_init(c, attr) };
         }
     }
     // SAFETY: `c` is writable for 48 bytes (caller's contract).
@@ -92,6 +212,11 @@ pub unsafe fn init(c: *mut pthread_cond_t, attr: *const pthread_condattr_t) -> c
 pub unsafe fn destroy(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: caller's contract.
     let r = unsafe { repr(c) };
+    if forwarded(r) {
+        stats::forwarded();
+        // SAFETY: glibc's condvar.
+        return unsafe { real::pthread_cond_destroy(c) };
+    }
     // Acquire: pairs with the waiters' Release decrement, their last access.
     while r.waiters.load(Ordering::Acquire) != 0 {
         // SAFETY: no preconditions.
@@ -121,6 +246,10 @@ pub unsafe fn wait<L: InPlace>(
 ) -> c_int {
     // SAFETY: caller's contract.
     let r = unsafe { repr(c) };
+    if forwarded(r) {
+        // SAFETY: caller's contract.
+        return unsafe { wait_glibc::<L>(c, m, clock, abstime, timed) };
+    }
     let flags = r.flags.load(Ordering::Relaxed);
     let clock = clock.unwrap_or(if flags & COND_MONOTONIC != 0 {
         libc::CLOCK_MONOTONIC
@@ -224,6 +353,10 @@ pub unsafe fn wait<L: InPlace>(
 pub unsafe fn wake(c: *mut pthread_cond_t, all: bool) -> c_int {
     // SAFETY: caller's contract.
     let r = unsafe { repr(c) };
+    if forwarded(r) {
+        // SAFETY: glibc's condvar.
+        return unsafe { wake_glibc(c, all) };
+    }
     r.seq.fetch_add(1, Ordering::SeqCst);
     if stats::enabled() {
         stats::COND_WAKES.fetch_add(1, Ordering::Relaxed);

@@ -335,6 +335,16 @@ unsafe fn unlock_kind<L: InPlace>(r: &MutexRepr, m: *mut pthread_mutex_t, kind: 
     0
 }
 
+/// Whether `m` is one of our mutexes (not a glibc-initialized kind).
+///
+/// # Safety
+///
+/// `m` points to a live `pthread_mutex_t`.
+pub(crate) unsafe fn is_ours(m: *mut pthread_mutex_t) -> bool {
+    // SAFETY: caller's contract.
+    layout::kind_is_ours(unsafe { repr(m) }.kind.load(Ordering::Relaxed))
+}
+
 /// What a condvar wait must restore: the recursion count of a recursive mutex.
 pub(crate) struct Saved {
     count: u32,
