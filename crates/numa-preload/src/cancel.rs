@@ -81,7 +81,10 @@ static EPOCH: AtomicU64 = AtomicU64::new(0);
 
 unsafe extern "C" {
     /// glibc's `pthread_setcancelstate(3)` (not a cancellation point).
-    fn pthread_setcancelstate(state: core::ffi::c_int, old: *mut core::ffi::c_int) -> core::ffi::c_int;
+    fn pthread_setcancelstate(
+        state: core::ffi::c_int,
+        old: *mut core::ffi::c_int,
+    ) -> core::ffi::c_int;
 }
 
 /// glibc's `PTHREAD_CANCEL_DISABLE`.
@@ -188,21 +191,22 @@ impl Registration {
         let Some(s) = self.slot else {
             return false;
         };
-        let woken = match s
-            .state
-            .compare_exchange(WAITING, FREE, Ordering::SeqCst, Ordering::SeqCst)
-        {
-            Ok(_) => false,
-            Err(_) => {
-                // Acquire: the canceller's last access to our word comes first.
-                while s.state.load(Ordering::Acquire) != CANCELLED {
-                    // SAFETY: no preconditions.
-                    unsafe { libc::sched_yield() };
+        let woken =
+            match s
+                .state
+                .compare_exchange(WAITING, FREE, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => false,
+                Err(_) => {
+                    // Acquire: the canceller's last access to our word comes first.
+                    while s.state.load(Ordering::Acquire) != CANCELLED {
+                        // SAFETY: no preconditions.
+                        unsafe { libc::sched_yield() };
+                    }
+                    s.state.store(FREE, Ordering::Relaxed);
+                    true
                 }
-                s.state.store(FREE, Ordering::Relaxed);
-                true
-            }
-        };
+            };
         // Release: the slot's next user acquires it after our last use.
         s.thread.store(0, Ordering::Release);
         woken
@@ -219,8 +223,7 @@ pub fn wake_cancelled(thread: pthread_t) {
         if s.state.load(Ordering::SeqCst) != WAITING || s.thread.load(Ordering::SeqCst) != target {
             continue;
         }
-        if s
-            .state
+        if s.state
             .compare_exchange(WAITING, CANCELLING, Ordering::SeqCst, Ordering::Relaxed)
             .is_err()
         {

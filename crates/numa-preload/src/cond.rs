@@ -307,15 +307,15 @@ pub unsafe fn wait<L: InPlace>(
         // valid absolute timespec; the other arguments are unused by
         // FUTEX_WAIT_BITSET except the bitset (all bits).
         unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            r.seq.as_ptr(),
-            op,
-            seq,
-            ts,
-            core::ptr::null::<u32>(),
-            u32::MAX,
-        )
+            libc::syscall(
+                libc::SYS_futex,
+                r.seq.as_ptr(),
+                op,
+                seq,
+                ts,
+                core::ptr::null::<u32>(),
+                u32::MAX,
+            )
         }
     };
     // SAFETY: `__errno_location` returns this thread's errno cell.
