@@ -142,9 +142,14 @@ pub fn epoch() -> u64 {
     EPOCH.load(Ordering::SeqCst)
 }
 
+/// A cancel came between [`epoch`] and [`register`]: check for it instead of
+/// sleeping.
+#[derive(Debug)]
+pub struct CancelRaced;
+
 /// Registers this thread as about to sleep on `word`. `Err` when a cancel came
 /// since `epoch` was read: do not sleep, check for it instead.
-pub fn register(word: &AtomicU32, shared: bool, epoch: u64) -> Result<Registration, ()> {
+pub fn register(word: &AtomicU32, shared: bool, epoch: u64) -> Result<Registration, CancelRaced> {
     let me = me();
     let start = (me as usize >> 6).wrapping_mul(0x9E37_79B9) % SLOTS;
     let mut slot = None;
@@ -173,7 +178,7 @@ pub fn register(word: &AtomicU32, shared: bool, epoch: u64) -> Result<Registrati
     let reg = Registration { slot };
     if EPOCH.load(Ordering::SeqCst) != epoch {
         reg.leave();
-        return Err(());
+        return Err(CancelRaced);
     }
     Ok(reg)
 }
@@ -216,7 +221,7 @@ impl Registration {
 /// After glibc's `pthread_cancel(thread)` succeeded: wakes `thread` if it
 /// sleeps in one of our condvar waits.
 pub fn wake_cancelled(thread: pthread_t) {
-    let target = thread as u64;
+    let target: u64 = thread;
     // SeqCst: the canceller's half of the Dekker pair (see the module docs).
     EPOCH.fetch_add(1, Ordering::SeqCst);
     for s in &TABLE {

@@ -316,8 +316,8 @@ pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
             match wait {
                 Wait::Try => Err(libc::EBUSY),
                 Wait::Block => Ok(rw.lock_shared()),
-                // SAFETY: `abstime` was validated on entry.
                 Wait::Until(c, ts) => {
+                    // SAFETY: `abstime` was validated on entry.
                     let at = unsafe { deadline(c, ts) }?;
                     rw.try_lock_shared_until(at).ok_or(libc::ETIMEDOUT)
                 }
