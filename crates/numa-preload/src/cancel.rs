@@ -30,12 +30,12 @@
 //! - after the wait, once the mutex is re-taken, if a canceller woke us.
 //!
 //! To wake a thread blocked in the futex, `pthread_cancel` is interposed too:
-//! it calls glibc's, then looks the target up in [`TABLE`], where every waiter
+//! it calls glibc's, then looks the target up in `TABLE`, where every waiter
 //! registers (thread, futex word) for the time of its sleep, and if found bumps
 //! that condvar's sequence word and wakes all of its sleepers (the others see a
 //! spurious wake-up, which POSIX allows, so the cancelled thread consumes no
 //! signal meant for them). A cancel that comes between the entry check and the
-//! registration is caught by [`EPOCH`], which every `pthread_cancel` bumps
+//! registration is caught by `EPOCH`, which every `pthread_cancel` bumps
 //! before it scans: a waiter that sees it moved after registering does not
 //! sleep and checks again (a Dekker pair: register, fence, read the epoch;
 //! bump the epoch, scan).
@@ -47,7 +47,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use libc::pthread_t;
 
-/// Slots of [`TABLE`]: threads that can sleep in a condvar wait at once and
+/// Slots of `TABLE`: threads that can sleep in a condvar wait at once and
 /// still be woken by a cancel.
 pub const SLOTS: usize = 1024;
 
@@ -76,7 +76,7 @@ const EMPTY: Slot = Slot {
 /// Threads sleeping in a condvar wait.
 static TABLE: [Slot; SLOTS] = [EMPTY; SLOTS];
 
-/// Bumped by every interposed `pthread_cancel` before it scans [`TABLE`].
+/// Bumped by every interposed `pthread_cancel` before it scans `TABLE`.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
 unsafe extern "C" {

@@ -13,9 +13,13 @@
 //!
 //! Timed waits pass an absolute deadline to `FUTEX_WAIT_BITSET` on the condvar's
 //! clock (`pthread_condattr_setclock`: `FUTEX_CLOCK_REALTIME` unless
-//! `CLOCK_MONOTONIC`) or on `pthread_cond_clockwait`'s clock. A process-shared
-//! condvar uses shared futexes (no `FUTEX_PRIVATE_FLAG`); the state is plain
-//! integers, so it works across processes.
+//! `CLOCK_MONOTONIC`) or on `pthread_cond_clockwait`'s clock.
+//!
+//! Process-shared condvars are glibc's (initialized by glibc, whose shared bit
+//! in `__wrefs` is our `COND_PSHARED`), so that processes without this library
+//! can share them; see `wait_glibc` for a wait on one with our mutex.
+//!
+//! The waits are cancellation points (see [`cancel`]).
 //!
 //! This is the condvar of Rust's `std` on Linux, with a waiter count. Like every
 //! sequence condvar, `signal` may wake a thread that started waiting after the

@@ -41,7 +41,7 @@
 //! | --- | --- | --- |
 //! | 0..4 | `seq` | the futex word: bumped by every signal and broadcast |
 //! | 4..8 | `waiters` | threads between the start of a wait and their wake-up |
-//! | 36..40 | `flags` | where glibc keeps them in `__wrefs`: bit 0 process-shared, bit 1 `CLOCK_MONOTONIC` |
+//! | 36..40 | `flags` | where glibc keeps them in `__wrefs`: bit 1 `CLOCK_MONOTONIC`; bit 0 (process-shared) is only ever set by glibc, and marks glibc's condvar |
 
 use core::mem::{align_of, offset_of, size_of};
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
