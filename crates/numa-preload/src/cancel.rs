@@ -252,3 +252,21 @@ pub fn wake_cancelled(thread: pthread_t) {
         s.state.store(CANCELLED, Ordering::Release);
     }
 }
+
+/// In a `fork` child only the forking thread exists: the other threads'
+/// registrations would stay, and a new thread that gets one of their
+/// `pthread_t`s (glibc reuses their stacks) could be matched by a cancel and
+/// have a stale futex word bumped. The child empties the table.
+extern "C" fn child_after_fork() {
+    for s in &TABLE {
+        s.state.store(FREE, Ordering::Relaxed);
+        s.thread.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Registers [`child_after_fork`] with `pthread_atfork` (the constructor does).
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn forget_at_fork() {
+    // SAFETY: a handler with no preconditions, for the child only.
+    unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };
+}
