@@ -39,9 +39,10 @@ fi
 test -f "$PRELOAD_LIB" || { echo "no $PRELOAD_LIB" >&2; exit 2; }
 
 # The tests: every N-M.c under the interfaces' directories.
-mapfile -t srcs < <(find "$ops/conformance/interfaces" -path '*/pthread_mutex*/*' -name '[0-9]*-[0-9]*.c' -o \
-    -path '*/pthread_cond*/*' -name '[0-9]*-[0-9]*.c' -o \
-    -path '*/pthread_rwlock*/*' -name '[0-9]*-[0-9]*.c' | sort -V)
+# (Not the speculative/ subdirectories: behaviour POSIX leaves open.)
+mapfile -t srcs < <(find "$ops/conformance/interfaces" -mindepth 2 -maxdepth 2 \
+    \( -path '*/pthread_mutex*/*' -o -path '*/pthread_cond*/*' -o -path '*/pthread_rwlock*/*' \) \
+    -name '[0-9]*-[0-9]*.c' | sort -V)
 # Newer suites name the tests' entry test_main and link lib/common.c's main.
 common=
 if [[ -f "$ops/lib/common.c" ]] && grep -q test_main "$ops/lib/common.c"; then
