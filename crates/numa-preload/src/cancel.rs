@@ -105,6 +105,19 @@ pub fn restore_state(old: core::ffi::c_int) {
     unsafe { pthread_setcancelstate(old, &mut prev) };
 }
 
+/// Runs `f` with cancellation disabled. Our lock functions are not
+/// cancellation points, but what their slow paths call may be (cst's first
+/// `available_parallelism` opens `/proc` files; numa-spin's back-off sleeps in
+/// `nanosleep`): a pending cancel acted on there would unwind through the
+/// lock's Rust frames half-way through an acquisition.
+#[inline]
+pub fn shielded<R>(f: impl FnOnce() -> R) -> R {
+    let old = disable();
+    let r = f();
+    restore_state(old);
+    r
+}
+
 unsafe extern "C-unwind" {
     /// glibc's `pthread_testcancel(3)`: unwinds (a forced unwind) when a cancel
     /// is pending and enabled.

@@ -14,7 +14,7 @@
 //! those bits and forwards to glibc.
 
 use crate::layout::{self, KIND_ERRORCHECK, KIND_RECURSIVE, MutexRepr};
-use crate::{real, stats, time};
+use crate::{cancel, real, stats, time};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering;
 use libc::{clockid_t, pthread_mutex_t, pthread_mutexattr_t, timespec};
@@ -130,16 +130,16 @@ fn me() -> u64 {
     unsafe { libc::pthread_self() as u64 }
 }
 
-/// Acquires with counting when stats are on.
+/// Acquires with counting when stats are on. The slow path runs with
+/// cancellation disabled (see [`cancel::shielded`]).
 #[inline(always)]
 fn acquire_counted<L: InPlace>(l: &L, r: &MutexRepr) {
-    if !stats::enabled() {
-        l.acquire();
-        return;
-    }
     let contended = !l.try_acquire();
     if contended {
-        l.acquire();
+        cancel::shielded(|| l.acquire());
+    }
+    if !stats::enabled() {
+        return;
     }
     stats::MUTEX.acquired(contended, Some(&r.last_node));
 }
@@ -218,7 +218,7 @@ unsafe fn lock_kind<L: InPlace>(
                 let Ok(at) = (unsafe { time::deadline(clock, abstime) }) else {
                     return libc::ETIMEDOUT;
                 };
-                if !l.acquire_until(at) {
+                if !cancel::shielded(|| l.acquire_until(at)) {
                     return libc::ETIMEDOUT;
                 }
                 if stats::enabled() {

@@ -49,7 +49,7 @@
 //! forwarded to glibc.
 
 use crate::layout::RwLockRepr;
-use crate::{real, stats, time};
+use crate::{cancel, real, stats, time};
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::sync::atomic::AtomicU32;
@@ -315,11 +315,11 @@ pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
             *contended = true;
             match wait {
                 Wait::Try => Err(libc::EBUSY),
-                Wait::Block => Ok(rw.lock_shared()),
+                Wait::Block => Ok(cancel::shielded(|| rw.lock_shared())),
                 Wait::Until(c, ts) => {
                     // SAFETY: `abstime` was validated on entry.
                     let at = unsafe { deadline(c, ts) }?;
-                    rw.try_lock_shared_until(at).ok_or(libc::ETIMEDOUT)
+                    cancel::shielded(|| rw.try_lock_shared_until(at)).ok_or(libc::ETIMEDOUT)
                 }
             }
         };
@@ -419,13 +419,13 @@ pub unsafe fn wrlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
         match wait {
             Wait::Try => return libc::EBUSY,
             Wait::Block => {
-                rw.lock_exclusive();
+                cancel::shielded(|| rw.lock_exclusive());
             }
             // SAFETY: `abstime` was validated on entry.
             Wait::Until(c, ts) => match unsafe { deadline(c, ts) } {
                 Err(e) => return e,
                 Ok(at) => {
-                    if rw.try_lock_exclusive_until(at).is_none() {
+                    if cancel::shielded(|| rw.try_lock_exclusive_until(at)).is_none() {
                         return libc::ETIMEDOUT;
                     }
                 }

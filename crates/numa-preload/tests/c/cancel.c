@@ -8,8 +8,12 @@
  * it owns the mutex (an errorcheck unlock by a non-owner is EPERM), main
  * joins with a deadline (a wait that ignores the cancel never ends).
  * Cases: cancelled as soon as it is in the wait; cancelled once the kernel
- * says it sleeps (/proc: state S); a cancel already pending when the wait
- * starts (acted on at once, with the mutex held). */
+ * says it sleeps (/proc: state S); cancelled while asleep with main keeping
+ * the mutex until the woken waiter is back in the kernel (or a while), so
+ * that its re-lock takes the lock's slow path, which must not act on the
+ * cancel itself (the first contended acquisition of the process, where the
+ * lock may still read /proc files, which are cancellation points); a cancel
+ * already pending when the wait starts (acted on at once, mutex held). */
 #include "check.h"
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -64,6 +68,19 @@ static void *waiter(void *arg) {
     return NULL;
 }
 
+/* Thread `tid`'s voluntary context switches (-1 if unknown). */
+static long switches(int tid) {
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long n = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1) break;
+    fclose(f);
+    return n;
+}
+
 /* Whether thread `tid` of this process sleeps in the kernel (state S). */
 static int sleeping(int tid) {
     char path[64], buf[512];
@@ -77,7 +94,7 @@ static int sleeping(int tid) {
     return p && p[1] == ' ' && p[2] == 'S';
 }
 
-static void run(enum how how, int recursive, int asleep, int pending) {
+static void run(enum how how, int recursive, int asleep, int pending, int hold) {
     struct waiter *w = calloc(1, sizeof *w);
     CHECK(w != NULL);
     pthread_mutexattr_t a;
@@ -109,7 +126,14 @@ static void run(enum how how, int recursive, int asleep, int pending) {
             while ((s = sleeping(atomic_load(&w->tid))) == 0) sched_yield();
         }
         w->data = 42;
+        int tid = atomic_load(&w->tid);
+        long before = switches(tid);
         CHECK_RC(pthread_cancel(t), 0);
+        if (hold && before >= 0) {
+            /* The cancel woke it: it is now re-locking the mutex we hold. */
+            while (switches(tid) == before) sched_yield();
+            for (int i = 0; i < 1000 && sleeping(tid) != 1; i++) sched_yield();
+        }
         CHECK_RC(pthread_mutex_unlock(&w->m), 0);
     }
     struct timespec dl = in_ms(CLOCK_REALTIME, 20000);
@@ -129,11 +153,13 @@ static void run(enum how how, int recursive, int asleep, int pending) {
 }
 
 int main(void) {
+    /* First, while the process has had no contended lock yet. */
+    run(WAIT, 0, 1, 0, 1);
     for (int how = WAIT; how <= CLOCKWAIT; how++) {
-        run(how, 0, 0, 0);
-        run(how, 0, 1, 0);
-        run(how, 1, 1, 0);
-        run(how, 0, 0, 1);
+        run(how, 0, 0, 0, 0);
+        run(how, 0, 1, 0, 0);
+        run(how, 1, 1, 0, 1);
+        run(how, 0, 0, 1, 0);
     }
     printf("cancel: ok\n");
     return 0;
