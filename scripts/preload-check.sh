@@ -14,3 +14,10 @@ scripts/apps.sh --quick
 for prog in sysbench leveldb kccachetest; do
     test -s "target/apps-quick/${prog}_ratio.svg" || { echo "no plot for $prog" >&2; exit 1; }
 done
+
+# LTP's Open POSIX conformance tests of the interposed functions, when a
+# checkout is at hand (CI machines cannot fetch it): a table, not a verdict.
+if [[ -n "${LTP_DIR:-}" ]]; then
+    printf '\n==> numa-preload: Open POSIX conformance tests (LTP_DIR=%s)\n' "$LTP_DIR"
+    scripts/open-posix.sh "$LTP_DIR"
+fi

@@ -136,9 +136,32 @@ impl Default for ExclusiveGuardState {
 
 const FAST: usize = 0;
 
+/// Top bit of an snode's reader counter: a writer parked (or about to park)
+/// waiting for the counter to drain. The unlock of a reader counted there
+/// learns from its own decrement whether to wake the writer, so it touches
+/// nothing of the lock after that releasing step (the last reader's unlock
+/// may be followed at once by the writer's entry, unlock and the lock's
+/// destruction: POSIX's "last user frees it").
+const DRAIN_BIT: usize = 1 << (usize::BITS - 1);
+
 impl SharedGuardState {
     /// A read counted in the state word (no snode counter).
     pub(crate) const FAST: SharedGuardState = SharedGuardState { counter: FAST };
+
+    /// The state of a read counted in the state word (what
+    /// [`RawRwLock::into_state_word`] returns), for FFI callers that keep a
+    /// count of such reads instead of their guards: releasing it with
+    /// `unlock_shared` is sound only while the state word counts a read that
+    /// the caller holds.
+    pub const fn state_word() -> Self {
+        SharedGuardState { counter: FAST }
+    }
+
+    /// Whether this read is counted in the state word (see
+    /// [`state_word`](Self::state_word)).
+    pub fn in_state_word(&self) -> bool {
+        self.counter == FAST
+    }
 
     /// A read counted on `snode`'s reader counter.
     pub(crate) fn for_snode(snode: &Snode) -> SharedGuardState {
@@ -215,8 +238,146 @@ impl RawRwLock {
             .cohort
             .snodes
             .iter()
-            .map(|s| s.readers.count.load(Ordering::Acquire))
+            .map(|s| s.readers.count.load(Ordering::Acquire) & !DRAIN_BIT)
             .sum::<usize>()
+    }
+
+    /// Marks every snode counter with `DRAIN_BIT` before the writer parks
+    /// (the readers counted there wake it), or clears the marks again.
+    fn mark_drain(&self, on: bool) {
+        for s in self.cohort.snodes.iter() {
+            if on {
+                // SeqCst: ordered with the readers' decrements of this counter
+                // (an RMW each): a decrement before this sees no mark, and then
+                // the `validate` below, after this, sees that decrement.
+                s.readers.count.fetch_or(DRAIN_BIT, Ordering::SeqCst);
+            } else if s.readers.count.load(Ordering::Relaxed) & DRAIN_BIT != 0 {
+                // Relaxed: a stale mark costs a reader one spurious wake-up.
+                s.readers.count.fetch_and(!DRAIN_BIT, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Wakes a writer parked waiting for readers to drain. Reads nothing of
+    /// the lock: the key is only its address + 1.
+    #[cold]
+    fn wake_drainer(key: usize) {
+        // SAFETY:
+        // - the key is a lock's address + 1 (a writer key of this crate);
+        //   the lock itself is not read, so it may be gone already;
+        // - the callback neither unwinds nor calls into the parking lot.
+        unsafe { sync::unpark_one(key, |_| TOKEN_NORMAL) };
+    }
+
+    /// Moves a read we hold onto the state word's counter: one more reader is
+    /// counted there first, then `g`'s counter gives ours up. Never waits.
+    /// `g` comes back unchanged while a writer drains (`WRITER_BIT`: it may
+    /// have read the state word already and would miss the move) or the
+    /// word's counter is full.
+    ///
+    /// # Safety
+    ///
+    /// `g` is a read acquisition of this lock held by the caller.
+    pub unsafe fn into_state_word(&self, g: SharedGuardState) -> SharedGuardState {
+        if g.counter == FAST {
+            return g;
+        }
+        // Relaxed: a first guess for the CAS.
+        let mut s = self.cohort.state.load(Ordering::Relaxed);
+        while s & READER_MASK != READER_MASK && s & WRITER_BIT == 0 {
+            // Relaxed: our read section was acquired by `g`'s acquisition;
+            // this count is published by `g`'s release just below. A writer
+            // that sets `WRITER_BIT` after this CAS (later in the word's
+            // order) reads the word after its RMW and counts us.
+            match self.cohort.state.compare_exchange_weak(
+                s,
+                s + READER_ONE,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.unlock_shared_inner(g);
+                    return SharedGuardState { counter: FAST };
+                }
+                Err(x) => s = x,
+            }
+        }
+        g
+    }
+
+    /// Releases one read counted on any counter (`prefer` first, then the
+    /// state word, then the snodes' counters) without taking a counter below
+    /// zero; false if no counter counts a reader.
+    ///
+    /// For FFI callers that track reads by count rather than by guard (a read
+    /// lock released by a thread that did not take it, as glibc's rwlock
+    /// allows): the total number of readers is what writers wait for, so any
+    /// counter may give one up, as long as every release goes through here
+    /// once one has (a plain [`unlock_shared`](lock_api::RawRwLock::unlock_shared)
+    /// of a guard whose counter another release emptied would take it below
+    /// zero).
+    ///
+    /// # Safety
+    ///
+    /// The caller releases a read lock that some context holds on this lock.
+    pub unsafe fn unlock_shared_any(&self, prefer: Option<SharedGuardState>) -> bool {
+        let key = self.writer_key();
+        let snode_first = prefer.filter(|g| g.counter != FAST).map(|g| g.counter);
+        if let Some(addr) = snode_first {
+            // SAFETY: an snode of this lock (set in `lock_shared_slow`), alive
+            // while the lock is.
+            let sn = unsafe { &*(addr as *const Snode) };
+            if Self::take_node_reader(sn, key) {
+                return true;
+            }
+        }
+        // Relaxed: a first guess for the CAS.
+        let mut s = self.cohort.state.load(Ordering::Relaxed);
+        while s & READER_MASK != 0 {
+            // Release: as `unlock_shared_word`.
+            match self.cohort.state.compare_exchange_weak(
+                s,
+                s - READER_ONE,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    if s & WRITER_BIT != 0 {
+                        Self::wake_drainer(key);
+                    }
+                    return true;
+                }
+                Err(x) => s = x,
+            }
+        }
+        self.cohort
+            .snodes
+            .iter()
+            .any(|sn| Self::take_node_reader(sn, key))
+    }
+
+    /// Takes one reader off `sn`'s counter if it counts one.
+    fn take_node_reader(sn: &Snode, key: usize) -> bool {
+        // Relaxed: a first guess for the CAS.
+        let mut c = sn.readers.count.load(Ordering::Relaxed);
+        while c & !DRAIN_BIT != 0 {
+            // Release: as `unlock_shared_inner`.
+            match sn.readers.count.compare_exchange_weak(
+                c,
+                c - 1,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    if c & DRAIN_BIT != 0 {
+                        Self::wake_drainer(key);
+                    }
+                    return true;
+                }
+                Err(x) => c = x,
+            }
+        }
+        false
     }
 
     /// One try on the fast (state-word) reader counter: `Some(true)` when
@@ -488,8 +649,12 @@ impl RawRwLock {
     /// `WRITER_BIT`). Returns false if `deadline` passed first.
     fn wait_for_readers(&self, deadline: Option<Instant>) -> bool {
         let mut round = 0u32;
+        let mut marked = false;
         loop {
             if self.readers_total() == 0 {
+                if marked {
+                    self.mark_drain(false);
+                }
                 self.readers_drained();
                 return true;
             }
@@ -499,8 +664,15 @@ impl RawRwLock {
                 continue;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
+                if marked {
+                    self.mark_drain(false);
+                }
                 return false;
             }
+            // Node readers that leave while we sleep must wake us (see
+            // `DRAIN_BIT`); readers of the state word see `WRITER_BIT`.
+            self.mark_drain(true);
+            marked = true;
             // SAFETY:
             // - the key is this lock's address + 1, which this crate controls;
             // - `validate` only reads atomics; `before_sleep`/`timed_out` are empty.
@@ -645,9 +817,13 @@ impl RawRwLock {
         // Release: a writer that reads the count without us (an Acquire load or
         // RMW of the word) starts after our read section, whose reads then
         // cannot see its writes.
+        let key = self.writer_key();
         let old = self.cohort.state.fetch_sub(READER_ONE, Ordering::Release);
+        // Nothing of the lock after the decrement (the lock may be gone once
+        // the writer saw it): a writer draining readers is woken by key, and
+        // re-checks the counters itself.
         if old & WRITER_BIT != 0 {
-            self.after_reader_left();
+            Self::wake_drainer(key);
         }
     }
 
@@ -661,8 +837,13 @@ impl RawRwLock {
             // dropped (only a mutex detaches them), which cannot happen while
             // this shared acquisition exists.
             let snode = unsafe { &*(g.counter as *const Snode) };
-            snode.readers.count.fetch_sub(1, Ordering::Release);
-            self.after_reader_left();
+            let key = self.writer_key();
+            // As in `unlock_shared_word`: the decrement tells whether a writer
+            // sleeps on this counter; nothing of the lock is read after it.
+            let old = snode.readers.count.fetch_sub(1, Ordering::Release);
+            if old & DRAIN_BIT != 0 {
+                Self::wake_drainer(key);
+            }
         }
     }
 

@@ -12,7 +12,7 @@
 use crate::mode::{self, Mode};
 use crate::mutex::with_mutex;
 use crate::rwlock::Wait;
-use crate::{cond, mutex, real, rwlock, stats};
+use crate::{cancel, cond, mutex, real, rwlock, stats};
 use core::ffi::c_int;
 use libc::{
     clockid_t, pthread_cond_t, pthread_condattr_t, pthread_mutex_t, pthread_mutexattr_t,
@@ -215,19 +215,27 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
 ///
 /// The contract of `pthread_cond_wait(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_wait(
+pub unsafe extern "C-unwind" fn pthread_cond_wait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
 ) -> c_int {
-    let _errno = SavedErrno::save();
+    // A cancellation point: glibc's wait and ours may unwind through this
+    // frame (see `cancel`), so it holds nothing to drop: errno is saved and
+    // restored by hand (after a cancel it no longer matters).
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
     // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
+    // implementation (and glibc) requires; this frame and the implementation's
+    // are plain old frames of unwinding functions (`cond::wait`'s contract).
+    let r = unsafe {
         with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, core::ptr::null(), false), pthread => {
             stats::forwarded();
-            real::pthread_cond_wait(c, m)
+            return real::pthread_cond_wait(c, m);
         })
-    }
+    };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    r
 }
 
 /// `pthread_cond_timedwait(3)`: see the [crate docs](crate).
@@ -236,20 +244,28 @@ pub unsafe extern "C" fn pthread_cond_wait(
 ///
 /// The contract of `pthread_cond_timedwait(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_timedwait(
+pub unsafe extern "C-unwind" fn pthread_cond_timedwait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
     t: *const timespec,
 ) -> c_int {
-    let _errno = SavedErrno::save();
+    // A cancellation point: glibc's wait and ours may unwind through this
+    // frame (see `cancel`), so it holds nothing to drop: errno is saved and
+    // restored by hand (after a cancel it no longer matters).
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
     // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
+    // implementation (and glibc) requires; this frame and the implementation's
+    // are plain old frames of unwinding functions (`cond::wait`'s contract).
+    let r = unsafe {
         with_mutex!(mode::current(), L => cond::wait::<L>(c, m, None, t, true), pthread => {
             stats::forwarded();
-            real::pthread_cond_timedwait(c, m, t)
+            return real::pthread_cond_timedwait(c, m, t);
         })
-    }
+    };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    r
 }
 
 /// `pthread_cond_clockwait(3)`: see the [crate docs](crate).
@@ -258,19 +274,45 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
 ///
 /// The contract of `pthread_cond_clockwait(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_clockwait(
+pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
     k: clockid_t,
     t: *const timespec,
 ) -> c_int {
-    let _errno = SavedErrno::save();
+    // A cancellation point: glibc's wait and ours may unwind through this
+    // frame (see `cancel`), so it holds nothing to drop: errno is saved and
+    // restored by hand (after a cancel it no longer matters).
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
     // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
+    // implementation (and glibc) requires; this frame and the implementation's
+    // are plain old frames of unwinding functions (`cond::wait`'s contract).
+    let r = unsafe {
         with_mutex!(mode::current(), L => cond::wait::<L>(c, m, Some(k), t, true), pthread => {
             stats::forwarded();
-            real::pthread_cond_clockwait(c, m, k, t)
+            return real::pthread_cond_clockwait(c, m, k, t);
         })
+    };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    r
+}
+
+/// `pthread_cancel(3)`: glibc's, then, if the target sleeps in one of our
+/// condvar waits, a wake-up so that it acts on the cancel (see [`cancel`]).
+///
+/// # Safety
+///
+/// The contract of `pthread_cancel(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn pthread_cancel(t: libc::pthread_t) -> c_int {
+    // SAFETY: our caller's contract is glibc's. A thread cancelling itself
+    // with asynchronous cancellation unwinds from here: this frame holds
+    // nothing to drop.
+    let r = unsafe { real::pthread_cancel(t) };
+    if r == 0 && mode::current() != Mode::Pthread {
+        cancel::wake_cancelled(t);
     }
+    r
 }

@@ -28,6 +28,9 @@
 //! | bytes | field | meaning |
 //! | --- | --- | --- |
 //! | 0..16 | `lock` | `cst_mutex::RawRwLock` |
+//! | 16..20 | `overflow` | read locks held past a thread's read table (counted in the state word) |
+//! | 20..24 | `debt` | read locks released by a thread that did not hold them, not yet matched to a table entry |
+//! | 24..28 | `by_count` | non-zero once that happened: read releases go by count (see `crate::rwlock`) |
 //! | 28..32 | `shared` | glibc's `__shared`: non-zero = glibc's process-shared rwlock |
 //! | 40..48 | `writer` | `pthread_self()` of the write holder, 0 = none |
 //! | 48..52 | `flags` | glibc's `__flags`, kept (cst's policy is phase-fair whatever it says) |
@@ -38,7 +41,7 @@
 //! | --- | --- | --- |
 //! | 0..4 | `seq` | the futex word: bumped by every signal and broadcast |
 //! | 4..8 | `waiters` | threads between the start of a wait and their wake-up |
-//! | 36..40 | `flags` | where glibc keeps them in `__wrefs`: bit 0 process-shared, bit 1 `CLOCK_MONOTONIC` |
+//! | 36..40 | `flags` | where glibc keeps them in `__wrefs`: bit 1 `CLOCK_MONOTONIC`; bit 0 (process-shared) is only ever set by glibc, and marks glibc's condvar |
 
 use core::mem::{align_of, offset_of, size_of};
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
@@ -65,8 +68,15 @@ pub struct MutexRepr {
 pub struct RwLockRepr {
     /// The `cst_mutex::RawRwLock`.
     pub lock: [u64; 2],
-    /// Unused (glibc's `__pad3`, `__pad4`, `__cur_writer`).
-    pub spare0: [u32; 3],
+    /// Read locks held without a slot in their thread's read table, counted
+    /// in the state word (glibc's `__pad3`).
+    pub overflow: AtomicU32,
+    /// Read locks released by a thread that did not hold them, not yet
+    /// matched to the read table entry they took (glibc's `__pad4`).
+    pub debt: AtomicU32,
+    /// Non-zero once a read lock was released by a thread that did not hold
+    /// it: every read release then goes by count (glibc's `__cur_writer`).
+    pub by_count: AtomicU32,
     /// glibc's `__shared`.
     pub shared: i32,
     /// Unused (glibc's `__rwelision`, `__pad1`).
@@ -145,6 +155,8 @@ const _: () = {
     assert!(size_of::<RwLockRepr>() == size_of::<libc::pthread_rwlock_t>());
     assert!(size_of::<RwLockRepr>() == 56);
     assert!(align_of::<RwLockRepr>() <= align_of::<libc::pthread_rwlock_t>());
+    assert!(offset_of!(RwLockRepr, overflow) == 16);
+    assert!(offset_of!(RwLockRepr, by_count) == 24);
     assert!(offset_of!(RwLockRepr, shared) == 28);
     assert!(offset_of!(RwLockRepr, writer) == 40);
     assert!(offset_of!(RwLockRepr, flags) == 48);

@@ -33,7 +33,8 @@
 //!
 //! Mutexes that are robust, priority-inheritance, priority-protect or
 //! process-shared are created by glibc's `pthread_mutex_init` and every call on
-//! them goes to glibc (see [`mutex`]); process-shared rwlocks likewise.
+//! them goes to glibc (see [`mutex`]); process-shared rwlocks and condvars
+//! likewise. The condvar waits are cancellation points (see [`cancel`]).
 //!
 //! # `NUMA_LOCK_STATS=1`
 //!
@@ -67,6 +68,7 @@ compile_error!(
     "numa-preload supports x86-64 Linux with glibc only (it reuses glibc's lock layouts)"
 );
 
+pub mod cancel;
 pub mod cond;
 mod exports;
 pub mod layout;

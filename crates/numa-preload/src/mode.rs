@@ -175,6 +175,7 @@ pub(crate) extern "C" fn constructor() {
     if mode != Mode::Pthread {
         let _ = numa_spin::Config::global();
         let _ = numa_topology::current_node();
+        crate::cancel::forget_at_fork();
     }
     crate::real::resolve_all();
     crate::stats::init();

@@ -14,7 +14,7 @@
 //! those bits and forwards to glibc.
 
 use crate::layout::{self, KIND_ERRORCHECK, KIND_RECURSIVE, MutexRepr};
-use crate::{real, stats, time};
+use crate::{cancel, real, stats, time};
 use core::ffi::c_int;
 use core::sync::atomic::Ordering;
 use libc::{clockid_t, pthread_mutex_t, pthread_mutexattr_t, timespec};
@@ -138,16 +138,16 @@ fn me() -> u64 {
     unsafe { libc::pthread_self() as u64 }
 }
 
-/// Acquires with counting when stats are on.
+/// Acquires with counting when stats are on. The slow path runs with
+/// cancellation disabled (see [`cancel::shielded`]).
 #[inline(always)]
 fn acquire_counted<L: InPlace>(l: &L, r: &MutexRepr) {
-    if !stats::enabled() {
-        l.acquire();
-        return;
-    }
     let contended = !l.try_acquire();
     if contended {
-        l.acquire();
+        cancel::shielded(|| l.acquire());
+    }
+    if !stats::enabled() {
+        return;
     }
     stats::MUTEX.acquired(contended, Some(&r.last_node));
 }
@@ -226,7 +226,7 @@ unsafe fn lock_kind<L: InPlace>(
                 let Ok(at) = (unsafe { time::deadline(clock, abstime) }) else {
                     return libc::ETIMEDOUT;
                 };
-                if !l.acquire_until(at) {
+                if !cancel::shielded(|| l.acquire_until(at)) {
                     return libc::ETIMEDOUT;
                 }
                 if stats::enabled() {
@@ -341,6 +341,16 @@ unsafe fn unlock_kind<L: InPlace>(r: &MutexRepr, m: *mut pthread_mutex_t, kind: 
     // SAFETY: we are the owner, so the lock is held by our acquisition.
     unsafe { lock_of::<L>(m).release() };
     0
+}
+
+/// Whether `m` is one of our mutexes (not a glibc-initialized kind).
+///
+/// # Safety
+///
+/// `m` points to a live `pthread_mutex_t`.
+pub(crate) unsafe fn is_ours(m: *mut pthread_mutex_t) -> bool {
+    // SAFETY: caller's contract.
+    layout::kind_is_ours(unsafe { repr(m) }.kind.load(Ordering::Relaxed))
 }
 
 /// What a condvar wait must restore: the recursion count of a recursive mutex.

@@ -62,7 +62,7 @@ impl Sym {
 }
 
 macro_rules! real_fns {
-    ($( $rust:ident = $sym:literal $(@ $ver:literal)? : fn($($arg:ident : $ty:ty),*); )*) => {
+    ($( $rust:ident = $sym:literal $(@ $ver:literal)? : extern $abi:literal fn($($arg:ident : $ty:ty),*); )*) => {
         mod syms {
             use super::Sym;
             $(
@@ -86,7 +86,10 @@ macro_rules! real_fns {
             #[inline]
             pub unsafe fn $rust($($arg: $ty),*) -> c_int {
                 let addr = syms::$rust.get();
-                type F = unsafe extern "C" fn($($ty),*) -> c_int;
+                // "C-unwind" for glibc's condvar waits and `pthread_cancel`,
+                // which may unwind (a cancel's forced unwind) through their
+                // caller; "C" for the others.
+                type F = unsafe extern $abi fn($($ty),*) -> c_int;
                 // SAFETY: `addr` is glibc's definition of this symbol (dlsym
                 // found it by name, and the version for the condvar ABI), whose C
                 // prototype is `F`.
@@ -101,31 +104,32 @@ macro_rules! real_fns {
 }
 
 real_fns! {
-    pthread_mutex_init = c"pthread_mutex_init": fn(m: *mut pthread_mutex_t, a: *const libc::pthread_mutexattr_t);
-    pthread_mutex_destroy = c"pthread_mutex_destroy": fn(m: *mut pthread_mutex_t);
-    pthread_mutex_lock = c"pthread_mutex_lock": fn(m: *mut pthread_mutex_t);
-    pthread_mutex_trylock = c"pthread_mutex_trylock": fn(m: *mut pthread_mutex_t);
-    pthread_mutex_timedlock = c"pthread_mutex_timedlock": fn(m: *mut pthread_mutex_t, t: *const timespec);
-    pthread_mutex_clocklock = c"pthread_mutex_clocklock": fn(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec);
-    pthread_mutex_unlock = c"pthread_mutex_unlock": fn(m: *mut pthread_mutex_t);
-    pthread_cond_init = c"pthread_cond_init" @ c"GLIBC_2.3.2": fn(c: *mut pthread_cond_t, a: *const libc::pthread_condattr_t);
-    pthread_cond_destroy = c"pthread_cond_destroy" @ c"GLIBC_2.3.2": fn(c: *mut pthread_cond_t);
-    pthread_cond_wait = c"pthread_cond_wait" @ c"GLIBC_2.3.2": fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t);
-    pthread_cond_timedwait = c"pthread_cond_timedwait" @ c"GLIBC_2.3.2": fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec);
-    pthread_cond_clockwait = c"pthread_cond_clockwait": fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec);
-    pthread_cond_signal = c"pthread_cond_signal" @ c"GLIBC_2.3.2": fn(c: *mut pthread_cond_t);
-    pthread_cond_broadcast = c"pthread_cond_broadcast" @ c"GLIBC_2.3.2": fn(c: *mut pthread_cond_t);
-    pthread_rwlock_init = c"pthread_rwlock_init": fn(l: *mut pthread_rwlock_t, a: *const libc::pthread_rwlockattr_t);
-    pthread_rwlock_destroy = c"pthread_rwlock_destroy": fn(l: *mut pthread_rwlock_t);
-    pthread_rwlock_rdlock = c"pthread_rwlock_rdlock": fn(l: *mut pthread_rwlock_t);
-    pthread_rwlock_tryrdlock = c"pthread_rwlock_tryrdlock": fn(l: *mut pthread_rwlock_t);
-    pthread_rwlock_timedrdlock = c"pthread_rwlock_timedrdlock": fn(l: *mut pthread_rwlock_t, t: *const timespec);
-    pthread_rwlock_clockrdlock = c"pthread_rwlock_clockrdlock": fn(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec);
-    pthread_rwlock_wrlock = c"pthread_rwlock_wrlock": fn(l: *mut pthread_rwlock_t);
-    pthread_rwlock_trywrlock = c"pthread_rwlock_trywrlock": fn(l: *mut pthread_rwlock_t);
-    pthread_rwlock_timedwrlock = c"pthread_rwlock_timedwrlock": fn(l: *mut pthread_rwlock_t, t: *const timespec);
-    pthread_rwlock_clockwrlock = c"pthread_rwlock_clockwrlock": fn(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec);
-    pthread_rwlock_unlock = c"pthread_rwlock_unlock": fn(l: *mut pthread_rwlock_t);
+    pthread_mutex_init = c"pthread_mutex_init": extern "C" fn(m: *mut pthread_mutex_t, a: *const libc::pthread_mutexattr_t);
+    pthread_mutex_destroy = c"pthread_mutex_destroy": extern "C" fn(m: *mut pthread_mutex_t);
+    pthread_mutex_lock = c"pthread_mutex_lock": extern "C" fn(m: *mut pthread_mutex_t);
+    pthread_mutex_trylock = c"pthread_mutex_trylock": extern "C" fn(m: *mut pthread_mutex_t);
+    pthread_mutex_timedlock = c"pthread_mutex_timedlock": extern "C" fn(m: *mut pthread_mutex_t, t: *const timespec);
+    pthread_mutex_clocklock = c"pthread_mutex_clocklock": extern "C" fn(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec);
+    pthread_mutex_unlock = c"pthread_mutex_unlock": extern "C" fn(m: *mut pthread_mutex_t);
+    pthread_cond_init = c"pthread_cond_init" @ c"GLIBC_2.3.2": extern "C" fn(c: *mut pthread_cond_t, a: *const libc::pthread_condattr_t);
+    pthread_cond_destroy = c"pthread_cond_destroy" @ c"GLIBC_2.3.2": extern "C" fn(c: *mut pthread_cond_t);
+    pthread_cond_wait = c"pthread_cond_wait" @ c"GLIBC_2.3.2": extern "C-unwind" fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t);
+    pthread_cond_timedwait = c"pthread_cond_timedwait" @ c"GLIBC_2.3.2": extern "C-unwind" fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec);
+    pthread_cond_clockwait = c"pthread_cond_clockwait": extern "C-unwind" fn(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec);
+    pthread_cond_signal = c"pthread_cond_signal" @ c"GLIBC_2.3.2": extern "C" fn(c: *mut pthread_cond_t);
+    pthread_cond_broadcast = c"pthread_cond_broadcast" @ c"GLIBC_2.3.2": extern "C" fn(c: *mut pthread_cond_t);
+    pthread_rwlock_init = c"pthread_rwlock_init": extern "C" fn(l: *mut pthread_rwlock_t, a: *const libc::pthread_rwlockattr_t);
+    pthread_rwlock_destroy = c"pthread_rwlock_destroy": extern "C" fn(l: *mut pthread_rwlock_t);
+    pthread_rwlock_rdlock = c"pthread_rwlock_rdlock": extern "C" fn(l: *mut pthread_rwlock_t);
+    pthread_rwlock_tryrdlock = c"pthread_rwlock_tryrdlock": extern "C" fn(l: *mut pthread_rwlock_t);
+    pthread_rwlock_timedrdlock = c"pthread_rwlock_timedrdlock": extern "C" fn(l: *mut pthread_rwlock_t, t: *const timespec);
+    pthread_rwlock_clockrdlock = c"pthread_rwlock_clockrdlock": extern "C" fn(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec);
+    pthread_rwlock_wrlock = c"pthread_rwlock_wrlock": extern "C" fn(l: *mut pthread_rwlock_t);
+    pthread_rwlock_trywrlock = c"pthread_rwlock_trywrlock": extern "C" fn(l: *mut pthread_rwlock_t);
+    pthread_rwlock_timedwrlock = c"pthread_rwlock_timedwrlock": extern "C" fn(l: *mut pthread_rwlock_t, t: *const timespec);
+    pthread_rwlock_clockwrlock = c"pthread_rwlock_clockwrlock": extern "C" fn(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec);
+    pthread_rwlock_unlock = c"pthread_rwlock_unlock": extern "C" fn(l: *mut pthread_rwlock_t);
+    pthread_cancel = c"pthread_cancel": extern "C-unwind" fn(t: libc::pthread_t);
 }
 
 // The attribute getters are not interposed: these are glibc's, linked normally.

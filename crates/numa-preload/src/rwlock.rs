@@ -12,24 +12,47 @@
 //! allocation). The table also gives POSIX's recursive read locks: a thread that
 //! already holds a read lock on the rwlock only bumps the depth, so it cannot
 //! deadlock behind a waiting writer (cst alone would: its readers do not
-//! recurse). A thread holding read locks on more than [`MAX_READ_LOCKS`]
-//! different rwlocks at once gets `EAGAIN` (POSIX: "the maximum number of read
-//! locks ... has been exceeded").
+//! recurse).
+//!
+//! A thread holding read locks on more than [`MAX_READ_LOCKS`] different
+//! rwlocks at once (glibc has no such limit, and programs do not check
+//! `rdlock`'s result) takes the others without a slot: the read is moved onto
+//! cst's state-word counter (`RawRwLock::into_state_word`) and counted in the
+//! rwlock's `overflow` field; an unlock by a thread that finds no slot and
+//! sees `overflow` non-zero releases one such read. A recursive read of such
+//! a lock is an ordinary read (it may wait behind a waiting writer).
+//!
+//! # Released by another thread
+//!
+//! glibc's readers are a count, so a read lock released by a thread that did
+//! not take it is released (POSIX leaves it undefined; programs do it). Here
+//! that thread finds no slot: it releases one read from whichever cst counter
+//! counts one (`RawRwLock::unlock_shared_any`), adds one to the rwlock's
+//! `debt`, and marks the rwlock `by_count`: from then on every read release
+//! of it goes by count too (a guard's counter may have been emptied by it),
+//! and a thread whose slot says it already holds the lock takes one unit of
+//! debt, if any, as the sign that its read was the one released: it drops the
+//! slot and acquires anew. The marking races with a holder's release that is
+//! running at that moment (which may still decrement its guard's counter):
+//! one release by a non-holder while another holder releases its own read
+//! concurrently is the one case this cannot count as glibc does.
 //!
 //! # Return codes
 //!
 //! `EDEADLK` for `wrlock` or `rdlock` by the write holder, `EBUSY` from the
-//! `try` forms (and from `destroy` of a locked rwlock), `ETIMEDOUT`, `EINVAL` for
-//! a bad clock or `timespec`, `EPERM` for an unlock by a thread holding neither
-//! mode.
+//! `try` forms, `ETIMEDOUT`, `EINVAL` for a bad clock or `timespec`, `EPERM`
+//! for an unlock of an rwlock that no thread holds for reading, by a thread
+//! that is not its writer. `destroy` of a locked rwlock returns 0 and leaves
+//! it as it is (glibc does not check).
 //!
 //! Process-shared rwlocks are initialized by glibc (which sets `__shared`) and
 //! forwarded to glibc.
 
 use crate::layout::RwLockRepr;
-use crate::{real, stats, time};
+use crate::{cancel, real, stats, time};
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
+use core::sync::atomic::AtomicU32;
 use core::sync::atomic::Ordering;
 use cst_mutex::{ExclusiveGuardState, RawRwLock, SharedGuardState};
 use libc::{clockid_t, pthread_rwlock_t, pthread_rwlockattr_t, timespec};
@@ -137,6 +160,13 @@ fn forwarded(r: &RwLockRepr) -> bool {
     r.shared != 0
 }
 
+/// Takes one from `c` if it is not 0.
+fn take_one(c: &AtomicU32) -> bool {
+    // Relaxed: a count of holds; the locks' own atomics order the sections.
+    c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1))
+        .is_ok()
+}
+
 /// How a read or write acquisition waits.
 #[derive(Clone, Copy)]
 pub enum Wait {
@@ -175,7 +205,9 @@ pub unsafe fn init(l: *mut pthread_rwlock_t, attr: *const pthread_rwlockattr_t) 
     0
 }
 
-/// `pthread_rwlock_destroy`: `EBUSY` while locked; frees cst's snodes.
+/// `pthread_rwlock_destroy`: frees cst's snodes; a locked rwlock is left as
+/// it is and 0 returned, as glibc does (POSIX makes destroying a locked rwlock
+/// undefined; freeing the snodes under its holders would be a use after free).
 ///
 /// # Safety
 ///
@@ -189,7 +221,7 @@ pub unsafe fn destroy(l: *mut pthread_rwlock_t) -> c_int {
     }
     // SAFETY: caller's contract.
     if unsafe { raw(l) }.is_locked() {
-        return libc::EBUSY;
+        return 0;
     }
     let flags = r.flags;
     // SAFETY: unused by anyone (caller's contract): drop in place, then reset
@@ -254,38 +286,72 @@ pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
     let rw = unsafe { raw(l) };
     with_reads(|t| {
         if let Some(s) = t.find(addr) {
-            return match s.depth.checked_add(1) {
-                Some(d) => {
-                    s.depth = d;
-                    if stats::enabled() {
-                        stats::READ.acquired(false, None);
+            // Relaxed: see `take_one`.
+            let released = r.by_count.load(Ordering::Relaxed) != 0 && take_one(&r.debt);
+            if !released {
+                return match s.depth.checked_add(1) {
+                    Some(d) => {
+                        s.depth = d;
+                        if stats::enabled() {
+                            stats::READ.acquired(false, None);
+                        }
+                        0
                     }
-                    0
-                }
-                None => libc::EAGAIN,
-            };
-        }
-        if !t.has_free() {
-            return libc::EAGAIN;
+                    None => libc::EAGAIN,
+                };
+            }
+            // Another thread released a read of this rwlock that it did not
+            // hold: take it to have been ours, and acquire anew.
+            s.lock = 0;
+            s.depth = 0;
+            s.guard = None;
+            t.shrink();
         }
         let mut contended = false;
-        let guard = match rw.try_lock_shared() {
-            Some(g) => g,
-            None => {
-                contended = true;
-                match wait {
-                    Wait::Try => return libc::EBUSY,
-                    Wait::Block => rw.lock_shared(),
+        let acquire = |contended: &mut bool| -> Result<SharedGuardState, c_int> {
+            if let Some(g) = rw.try_lock_shared() {
+                return Ok(g);
+            }
+            *contended = true;
+            match wait {
+                Wait::Try => Err(libc::EBUSY),
+                Wait::Block => Ok(cancel::shielded(|| rw.lock_shared())),
+                Wait::Until(c, ts) => {
                     // SAFETY: `abstime` was validated on entry.
-                    Wait::Until(c, ts) => match unsafe { deadline(c, ts) } {
-                        Err(e) => return e,
-                        Ok(at) => match rw.try_lock_shared_until(at) {
-                            Some(g) => g,
-                            None => return libc::ETIMEDOUT,
-                        },
-                    },
+                    let at = unsafe { deadline(c, ts) }?;
+                    cancel::shielded(|| rw.try_lock_shared_until(at)).ok_or(libc::ETIMEDOUT)
                 }
             }
+        };
+        let guard = match acquire(&mut contended) {
+            Ok(g) => g,
+            Err(e) => return e,
+        };
+        let guard = if t.has_free() {
+            guard
+        } else {
+            // No slot: hold it on the state word, counted in `overflow`.
+            let mut g = guard;
+            loop {
+                // SAFETY: `g` is our read acquisition of `rw`.
+                g = unsafe { rw.into_state_word(g) };
+                if g.in_state_word() {
+                    break;
+                }
+                // A writer is draining (or the word's counter is full): let
+                // it in and read again.
+                // SAFETY: as above.
+                unsafe { rw.unlock_shared(g) };
+                g = match acquire(&mut contended) {
+                    Ok(g) => g,
+                    Err(e) => return e,
+                };
+            }
+            r.overflow.fetch_add(1, Ordering::Relaxed);
+            if stats::enabled() {
+                stats::READ.acquired(contended, None);
+            }
+            return 0;
         };
         match t.free_slot() {
             Some(slot) => {
@@ -353,13 +419,13 @@ pub unsafe fn wrlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
         match wait {
             Wait::Try => return libc::EBUSY,
             Wait::Block => {
-                rw.lock_exclusive();
+                cancel::shielded(|| rw.lock_exclusive());
             }
             // SAFETY: `abstime` was validated on entry.
             Wait::Until(c, ts) => match unsafe { deadline(c, ts) } {
                 Err(e) => return e,
                 Ok(at) => {
-                    if rw.try_lock_exclusive_until(at).is_none() {
+                    if cancel::shielded(|| rw.try_lock_exclusive_until(at)).is_none() {
                         return libc::ETIMEDOUT;
                     }
                 }
@@ -412,15 +478,50 @@ pub unsafe fn unlock(l: *mut pthread_rwlock_t) -> c_int {
         t.shrink();
         Some(g)
     });
+    // Relaxed: see `take_one`; a release by a non-holder stores it before it
+    // takes a count (the race this leaves is in the module docs).
+    let by_count = r.by_count.load(Ordering::Relaxed) != 0;
     match read {
         Some(None) => 0,
-        Some(Some(g)) => {
+        Some(Some(g)) if !by_count => {
             // SAFETY: `g` is the guard of this thread's read acquisition of `l`.
             unsafe { rw.unlock_shared(g) };
             0
         }
-        // Neither a reader nor the writer.
-        None => libc::EPERM,
+        Some(Some(g)) => {
+            // SAFETY: this thread held a read of `l` (its slot says so).
+            if !unsafe { rw.unlock_shared_any(Some(g)) } {
+                // Already released for us by another thread.
+                take_one(&r.debt);
+            }
+            0
+        }
+        // A read held past this thread's table.
+        None if take_one(&r.overflow) => {
+            // SAFETY: `overflow` counts reads on the state word, one of them
+            // this thread's (or, if another thread's, released for it as glibc
+            // would, the counts being the same).
+            unsafe {
+                if by_count {
+                    rw.unlock_shared_any(Some(SharedGuardState::state_word()));
+                } else {
+                    rw.unlock_shared(SharedGuardState::state_word());
+                }
+            }
+            0
+        }
+        // A read lock taken by another thread: released, as glibc does.
+        None => {
+            r.by_count.store(1, Ordering::SeqCst);
+            // SAFETY: the program releases a read that some thread holds (if
+            // none does, nothing is released and the answer is EPERM).
+            if unsafe { rw.unlock_shared_any(None) } {
+                r.debt.fetch_add(1, Ordering::Relaxed);
+                0
+            } else {
+                libc::EPERM
+            }
+        }
     }
 }
 
@@ -437,9 +538,25 @@ mod tests {
             .unwrap()
     }
 
+    /// A `trywrlock` that releases what it took; its result.
+    ///
+    /// # Safety
+    ///
+    /// `l` is live.
+    unsafe fn write_and_release(l: *mut pthread_rwlock_t) -> c_int {
+        // SAFETY: caller's contract.
+        unsafe {
+            let r = wrlock(l, Wait::Try);
+            if r == 0 {
+                assert_eq!(unlock(l), 0);
+            }
+            r
+        }
+    }
+
     /// `unlock` releases the write lock for its holder and the read lock for a
-    /// reader, and refuses (`EPERM`) a thread that holds neither, also while
-    /// another thread holds the lock in either mode.
+    /// reader, releases a read lock taken by another thread (as glibc), and
+    /// refuses (`EPERM`) a thread that is not the writer when nobody reads.
     #[test]
     fn unlock_releases_the_callers_mode_and_refuses_others() {
         // SAFETY: all-zero is an unlocked rwlock in our modes.
@@ -454,7 +571,14 @@ mod tests {
             assert_eq!(unlock(l), 0);
             assert_eq!(unlock(l), libc::EPERM, "second unlock of the write lock");
             assert_eq!(rdlock(l, Wait::Block), 0);
-            assert_eq!(in_thread(l, unlock), libc::EPERM, "unlock by a non-reader");
+            assert_eq!(in_thread(l, |l| wrlock(l, Wait::Try)), libc::EBUSY);
+            // Released by another thread, as glibc does.
+            assert_eq!(in_thread(l, unlock), 0, "unlock by a non-reader");
+            assert_eq!(in_thread(l, write_and_release), 0, "not released");
+            assert_eq!(in_thread(l, unlock), libc::EPERM, "nothing left to release");
+            // The first reader reads again: its slot takes the debt (its read
+            // was the one released) and it acquires anew.
+            assert_eq!(rdlock(l, Wait::Block), 0);
             assert_eq!(in_thread(l, |l| wrlock(l, Wait::Try)), libc::EBUSY);
             assert_eq!(unlock(l), 0);
             assert_eq!(
