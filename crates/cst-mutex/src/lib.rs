@@ -132,6 +132,29 @@
 //!   back the original's, and [`RawMutex::release_snodes`] gives back only a
 //!   lock's own.
 //!
+//! # Memory after unlock
+//!
+//! A lock may be destroyed and its memory freed by the thread that takes it
+//! next, as soon as an unlock's releasing step has let it in (POSIX's
+//! reference-count pattern: the last user unlocks, destroys and frees). So
+//! after its releasing atomic an unlock touches nothing of the lock: only
+//! its own memory, and parking keys derived from the lock's or a queue node's
+//! address (a wake-up names an address and reads nothing there).
+//!
+//! * **Mutex, and an rwlock's write unlock**: the fast unlock is one CAS, the
+//!   releasing step. The slow unlock does its work holding the lock (grants
+//!   a queue head, wakes a parked waiter, clears the writer bit) and ends
+//!   with one releasing CAS or with the grant itself, a swap into the next
+//!   holder's queue node, after which it only wakes that node's key.
+//! * **Rwlock read unlock**: the decrement of the reader's counter is the
+//!   releasing step; whether a writer waits for the readers to drain is read
+//!   from what that decrement returned (the state word's writer bit, or the
+//!   drain bit the writer sets on each snode counter before it parks), and
+//!   the writer is woken by its key.
+//! * A **condvar**'s notify works through `parking_lot_core` by key (unpark,
+//!   or requeue onto the mutex's requeue queue); the condvar itself holds
+//!   no lock to release.
+//!
 //! # Examples
 //!
 //! ```
