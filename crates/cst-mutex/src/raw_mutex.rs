@@ -182,6 +182,10 @@ impl RawMutex {
     /// back every snode it points to instead (a Rust value is moved, never
     /// copied, so all are its own). An idle mutex normally holds no snode
     /// anyway: the last waiter of a contention gives them back.
+    ///
+    /// Snodes attached before the mutex was last moved count as another
+    /// lock's: this forgets them, and their memory is neither freed nor
+    /// reused. A Rust value that may have moved should be dropped instead.
     pub fn release_snodes(&mut self) {
         self.cohort.snodes.release_own();
     }

@@ -214,8 +214,9 @@ impl RawRwLock {
     /// Gives back the snodes this lock attached at its current address and
     /// forgets any others, leaving an idle lock that holds no heap memory: as
     /// [`RawMutex::release_snodes`](crate::RawMutex::release_snodes), for
-    /// locks in memory that C code may copy byte by byte. (Dropping the lock
-    /// gives back every snode it points to.)
+    /// locks in memory that C code may copy byte by byte, and with the same
+    /// caveat for a lock moved since its snodes were attached. (Dropping the
+    /// lock gives back every snode it points to.)
     pub fn release_snodes(&mut self) {
         self.cohort.snodes.release_own();
     }

@@ -1,7 +1,7 @@
 //! White-box unit tests (they look at the state word and the snodes).
 
 use crate::cohort::{LOCKED_BIT, parked_count};
-use crate::snode::Snode;
+use crate::snode::{DEAD, Snode};
 use crate::sync::Ordering;
 use crate::{ConfigError, Mutex, RawMutex};
 use std::sync::{Arc, Mutex as StdMutex};
@@ -890,7 +890,9 @@ fn holder_grants_its_nodes_queue_head() {
 #[test]
 fn byte_copy_never_uses_or_frees_the_originals_snodes() {
     use std::mem::ManuallyDrop;
-    let a = RawMutex::new();
+    // Never moved: an snode names its lock by address, and a moved lock's
+    // `release_snodes` forgets (leaks) the snodes attached before the move.
+    let mut a = RawMutex::new();
     let sa = a.cohort.snodes.pin(1) as *const Snode;
     // SAFETY: `sa` is `a`'s snode, pinned by us above.
     unsafe { &*sa }.unpin();
@@ -917,9 +919,11 @@ fn byte_copy_never_uses_or_frees_the_originals_snodes() {
     assert_eq!(users, 0, "the original's snode was touched");
     // The original still works and still owns it.
     assert_eq!(a.cohort.snodes.find(1).map(|s| s as *const Snode), Some(sa));
-    let mut a = a;
     a.release_snodes();
     assert_eq!(a.snode_count(), 0);
+    // SAFETY: type-stable snode memory, as above.
+    let users = unsafe { &*sa }.hot.users.load(Ordering::SeqCst);
+    assert_ne!(users & DEAD, 0, "the original did not give its snode back");
 }
 
 /// Contended mutexes that are forgotten (never dropped) hold no snode once

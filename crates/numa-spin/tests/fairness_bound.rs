@@ -124,8 +124,9 @@ fn waits(lock: &dyn Lock, cs: Duration, timed: bool) -> Vec<Duration> {
 fn check(name: &str, make: &dyn Fn(&'static Config) -> Box<dyn Lock>) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut failures = Vec::new();
-    for policy in [WaitPolicy::Park, WaitPolicy::Yield] {
-        let cfg: &'static Config = Box::leak(Box::new(Config::DEFAULT.wait_policy(policy)));
+    static PARK: Config = Config::DEFAULT.wait_policy(WaitPolicy::Park);
+    static YIELD: Config = Config::DEFAULT.wait_policy(WaitPolicy::Yield);
+    for (policy, cfg) in [(WaitPolicy::Park, &PARK), (WaitPolicy::Yield, &YIELD)] {
         for timed in [false, true] {
             for cs_us in CRITICAL_SECTIONS_US {
                 let path = if timed { "try_lock_for" } else { "lock" };
