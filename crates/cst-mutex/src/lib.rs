@@ -109,7 +109,8 @@
 //!   wait for it. The waiter that takes the lock when no other waiter uses
 //!   them (none parked, queued or about to wait) detaches them and gives them
 //!   back to a process-wide pool (a per-thread cache of up to 8 snodes, then
-//!   a global lock-free stack), and the next contention of any lock takes
+//!   64 global lock-free slots, then a lock-free stack), and the next
+//!   contention of any lock takes
 //!   them from there. An idle mutex holds no heap memory, so one that is freed
 //!   without being dropped (C code freeing a `pthread_mutex_t` without
 //!   `pthread_mutex_destroy`, or `mem::forget`) leaks nothing. An **rwlock**
@@ -121,7 +122,9 @@
 //!   stay an snode), so the process keeps as many snodes as were ever
 //!   attached *at once*, about 384 bytes per node per lock contended at the
 //!   same time, plus the per-thread caches (at most 3 KiB per thread,
-//!   returned to the global stack when the thread exits). Dropping a lock
+//!   returned to the global pool when the thread exits), plus, rarely, one
+//!   per thread that finds the pool empty while another thread is taking
+//!   from its overflow stack (only with more than 64 snodes pooled). Dropping a lock
 //!   gives its snodes to the pool as well.
 //! * A queued waiter's queue node (128 bytes) lives on its own stack for the
 //!   wait. Parked threads use `parking_lot_core`'s global table (per thread,

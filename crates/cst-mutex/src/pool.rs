@@ -9,18 +9,25 @@
 //!
 //! Two levels, neither of which ever blocks:
 //!
-//! * a per-thread cache of up to [`CACHE_MAX`] snodes (no atomics), so a lock
-//!   that two threads take in turns, attaching and detaching an snode per
-//!   contention, does not touch shared memory for it;
-//! * a global Treiber stack for the rest, pushed one snode at a time with a
-//!   CAS and emptied all at once with a swap. Taking the whole stack has no
-//!   ABA problem (a pop of one snode would need the next pointer of a head
-//!   that another thread may have popped and pushed back meanwhile), and
-//!   nothing waits, so a `fork` in the middle of an operation leaves nothing
-//!   locked in the child.
+//! * a per-thread cache of up to [`CACHE_MAX`] snodes (no atomics), filled
+//!   only by the thread's own gives, so a lock that two threads take in turns,
+//!   attaching and detaching an snode per contention, does not touch shared
+//!   memory for it;
+//! * a global pool for the rest: [`SLOTS`] one-snode slots, taken with a swap
+//!   and filled with a CAS from null (no ABA: a slot holds one pointer, and a
+//!   swap takes it whole), then an overflow Treiber stack, pushed one snode or
+//!   one chain at a time with a CAS and emptied all at once with a swap (no
+//!   ABA either). A taker of the overflow keeps one snode and pushes the rest
+//!   back, so no thread hoards the pool; while it holds them (a few
+//!   instructions, unless it is preempted there) another taker that finds the
+//!   slots and the stack empty allocates a fresh snode. Nothing waits, so a
+//!   `fork` in the middle of an operation leaves nothing locked in the child.
 //!
-//! A thread's cache goes to the global stack when the thread exits. Every
-//! pooled snode is `DEAD` (no pin can succeed on it).
+//! The memory held is therefore the most snodes attached at once, plus up to
+//! [`CACHE_MAX`] per live thread, plus one per taker that races an overflow
+//! take (only with more than [`SLOTS`] snodes pooled). A thread's cache goes to
+//! the global pool when the thread exits. Every pooled snode is `DEAD` (no pin
+//! can succeed on it).
 
 use crate::snode::Snode;
 #[cfg(not(numa_loom))]
@@ -32,7 +39,8 @@ static ALLOCATED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsiz
 
 /// The heap memory of every snode allocated so far, attached or pooled:
 /// `(bytes, allocations)`. Snodes are never freed, so this is the peak number
-/// attached at once, times the snode's size.
+/// attached at once plus what the pool's levels hold (module docs), times the
+/// snode's size.
 #[cfg(not(numa_loom))]
 pub fn memory() -> (usize, usize) {
     // Relaxed: a counter read for a report.
@@ -46,7 +54,7 @@ const CACHE_MAX: usize = 8;
 
 /// An snode for a fresh attachment: `DEAD`, exclusively the caller's, to be
 /// initialised (`Snode::init`). From the calling thread's cache, else from the
-/// global stack, else newly allocated.
+/// global pool, else newly allocated.
 pub(crate) fn take() -> &'static Snode {
     let p = take_pooled();
     let p = if p.is_null() {
@@ -90,23 +98,11 @@ fn take_pooled() -> *mut Snode {
     #[cfg(not(numa_loom))]
     {
         let from_cache = CACHE.try_with(|c| {
-            let mut p = c.head.get();
+            let p = c.head.get();
             if p.is_null() {
-                // The whole global stack becomes this thread's cache.
-                p = global::take_all();
-                if p.is_null() {
-                    return p;
-                }
-                let mut n = 0;
-                let mut q = p;
-                while !q.is_null() {
-                    n += 1;
-                    // SAFETY: pooled snodes are valid and ours now (we took the stack).
-                    q = unsafe { &*q }.next_ptr();
-                }
-                c.len.set(n);
+                return global::take();
             }
-            // SAFETY: as above.
+            // SAFETY: cached snodes are valid and this thread's alone.
             c.head.set(unsafe { &*p }.next_ptr());
             c.len.set(c.len.get() - 1);
             p
@@ -115,20 +111,8 @@ fn take_pooled() -> *mut Snode {
             return p;
         }
     }
-    // No cache (loom, or a thread whose thread-locals are gone): take the
-    // stack, keep its first snode, push the rest back.
-    let p = global::take_all();
-    if !p.is_null() {
-        // SAFETY: the stack is ours now.
-        let mut q = unsafe { &*p }.next_ptr();
-        while !q.is_null() {
-            // SAFETY: as above.
-            let next = unsafe { &*q }.next_ptr();
-            global::push(q);
-            q = next;
-        }
-    }
-    p
+    // No cache (loom, or a thread whose thread-locals are gone).
+    global::take()
 }
 
 /// A thread's cached snodes (a list linked through `next`).
@@ -161,40 +145,98 @@ std::thread_local! {
     };
 }
 
+/// The number of one-snode slots of the global pool (8 cache lines of
+/// pointers on 64-bit targets): enough for every snode a few hundred contended
+/// locks hold at once, scanned only when a contention starts or ends.
+#[cfg(not(numa_loom))]
+pub(crate) const SLOTS: usize = 64;
+
 #[cfg(not(numa_loom))]
 mod global {
-    use super::Snode;
+    use super::{SLOTS, Snode};
     use std::ptr;
     use std::sync::atomic::{AtomicPtr, Ordering};
 
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY: AtomicPtr<Snode> = AtomicPtr::new(ptr::null_mut());
+    static SLOT: [AtomicPtr<Snode>; SLOTS] = [EMPTY; SLOTS];
     static STACK: AtomicPtr<Snode> = AtomicPtr::new(ptr::null_mut());
 
+    /// A pooled snode, exclusively the caller's, or null if none is pooled
+    /// (or the only ones are held for a moment by a racing overflow taker).
+    pub(super) fn take() -> *mut Snode {
+        for slot in &SLOT {
+            // Relaxed first look: no swap (a write) on an empty slot.
+            if !slot.load(Ordering::Relaxed).is_null() {
+                // Acquire: pairs with the filling CAS's Release in `push`.
+                let p = slot.swap(ptr::null_mut(), Ordering::Acquire);
+                if !p.is_null() {
+                    return p;
+                }
+            }
+        }
+        // Relaxed first look: no swap on an empty stack.
+        if STACK.load(Ordering::Relaxed).is_null() {
+            return ptr::null_mut();
+        }
+        // Acquire: pairs with the Release of the stack pushes.
+        let p = STACK.swap(ptr::null_mut(), Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: the whole stack is ours now; its snodes are valid.
+            let rest = unsafe { &*p }.next_ptr();
+            if !rest.is_null() {
+                let mut last = rest;
+                loop {
+                    // SAFETY: as above.
+                    let next = unsafe { &*last }.next_ptr();
+                    if next.is_null() {
+                        break;
+                    }
+                    last = next;
+                }
+                push_chain(rest, last);
+            }
+        }
+        p
+    }
+
+    /// Gives back one snode: `DEAD`, unlinked, exclusively the caller's.
     pub(super) fn push(p: *mut Snode) {
+        for slot in &SLOT {
+            // Relaxed first look: no CAS on a full slot.
+            // Release on success: the taker's Acquire swap sees the snode's
+            // detached state and every earlier write of the giver.
+            if slot.load(Ordering::Relaxed).is_null()
+                && slot
+                    .compare_exchange(ptr::null_mut(), p, Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+        }
+        push_chain(p, p);
+    }
+
+    /// Pushes the chain `first ..= last` (linked through `next`, exclusively
+    /// the caller's) onto the overflow stack.
+    fn push_chain(first: *mut Snode, last: *mut Snode) {
         // Relaxed: a first guess for the CAS.
         let mut head = STACK.load(Ordering::Relaxed);
         loop {
-            // SAFETY: `p` is a pooled snode, exclusively the caller's.
-            unsafe { &*p }.set_next(head);
-            // Release: the taker sees our link and every write of the
+            // SAFETY: `last` is a pooled snode, exclusively the caller's.
+            unsafe { &*last }.set_next(head);
+            // Release: the taker sees our links and every write of the
             // detacher (ordered before by its Acquire kill).
-            match STACK.compare_exchange_weak(head, p, Ordering::Release, Ordering::Relaxed) {
+            match STACK.compare_exchange_weak(head, first, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(h) => head = h,
             }
         }
     }
-
-    pub(super) fn take_all() -> *mut Snode {
-        // Relaxed first look: no swap (a write) on an empty stack.
-        if STACK.load(Ordering::Relaxed).is_null() {
-            return ptr::null_mut();
-        }
-        // Acquire: pairs with the pushes' Release.
-        STACK.swap(ptr::null_mut(), Ordering::Acquire)
-    }
 }
 
-/// Under loom (and shuttle) the stack is a per-execution static, so no snode
+/// Under loom (and shuttle) the global pool is one Treiber stack, a
+/// per-execution static, so no snode
 /// (whose atomics belong to one execution) outlives its execution. The snodes
 /// allocated in an execution are recorded apart and freed when it ends
 /// (without touching their atomics: the execution is being torn down).
@@ -250,7 +292,45 @@ mod global {
         }
     }
 
-    pub(super) fn take_all() -> *mut Snode {
-        STACK.swap(ptr::null_mut(), Ordering::Acquire)
+    /// Takes the stack, keeps its first snode and pushes the rest back.
+    pub(super) fn take() -> *mut Snode {
+        let p = STACK.swap(ptr::null_mut(), Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: the stack is ours now.
+            let mut q = unsafe { &*p }.next_ptr();
+            while !q.is_null() {
+                // SAFETY: as above.
+                let next = unsafe { &*q }.next_ptr();
+                push(q);
+                q = next;
+            }
+        }
+        p
+    }
+}
+
+#[cfg(all(test, not(numa_loom)))]
+mod tests {
+    use super::*;
+
+    /// A thread whose cache is empty takes one snode from the global pool and
+    /// leaves the others there for other threads: it does not hoard them.
+    #[test]
+    fn a_take_leaves_the_rest_of_the_pool_to_other_threads() {
+        std::thread::spawn(|| {
+            let snodes: Vec<*mut Snode> = (0..4)
+                .map(|_| take() as *const Snode as *mut Snode)
+                .collect();
+            for &p in &snodes {
+                // Straight to the global pool (`give` would cache them).
+                global::push(p);
+            }
+            let s = take();
+            let cached = CACHE.with(|c| c.len.get());
+            give(s);
+            assert_eq!(cached, 0, "the take moved pooled snodes into its cache");
+        })
+        .join()
+        .unwrap();
     }
 }
