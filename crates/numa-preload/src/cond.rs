@@ -3,13 +3,24 @@
 //! A wait registers in `waiters`, reads `seq`, releases the mutex (ours or a
 //! glibc-forwarded kind, through the same unlock as `pthread_mutex_unlock`),
 //! sleeps in `FUTEX_WAIT_BITSET` while `seq` is unchanged, and re-takes the
-//! mutex. `signal` bumps `seq` and wakes one sleeper, `broadcast` bumps it and
-//! wakes all; both skip the system call while `waiters` is 0. No wake-up is lost:
-//! a signal that comes after a waiter read `seq` changes it, so the waiter's
-//! `FUTEX_WAIT` returns at once (the kernel compares under its hash-bucket lock).
-//! The `waiters` count is checked after the bump (both `SeqCst`), so a signaler
-//! that reads 0 comes before any waiter's `seq` read in that order and that
-//! waiter sees the new value.
+//! mutex. `signal` and `broadcast` first read `waiters`, and return at once
+//! while it is 0 (a load, no write, as glibc's first look at `__wrefs`);
+//! otherwise they bump `seq` and wake one sleeper, or all. No wake-up is lost
+//! for the waiters POSIX speaks of: a waiter the signal must wake released the
+//! mutex before the signaler (or a thread it synchronized with) took it, so
+//! its `waiters` increment, sequenced before that release, happens before
+//! the signaler's read, which therefore counts it; and its `seq` read happens
+//! before the bump, so its `FUTEX_WAIT` either finds `seq` changed and returns
+//! at once, or is queued before the `FUTEX_WAKE` (the kernel compares under its
+//! hash-bucket lock). A waiter not ordered before the signal may miss it: the
+//! signal then counts as coming before that wait, as POSIX allows.
+//!
+//! Memory after the wake: the bump is a signaler's last access to the condvar.
+//! A waiter it wakes may return, destroy and free the condvar at once; the
+//! signaler then only makes the `FUTEX_WAKE` system call on the address (a
+//! private futex key is the address itself, and the kernel reads no memory
+//! for it; on reused memory it is at worst a spurious wake-up, which every
+//! futex user tolerates).
 //!
 //! Timed waits pass an absolute deadline to `FUTEX_WAIT_BITSET` on the condvar's
 //! clock (`pthread_condattr_setclock`: `FUTEX_CLOCK_REALTIME` unless
@@ -304,6 +315,8 @@ pub unsafe fn wait<L: InPlace>(
     let ts = if timed { abstime } else { core::ptr::null() };
     // No sleep if a canceller already claimed us (it may have bumped `seq`
     // before we read it).
+    #[cfg(feature = "test-hooks")]
+    crate::hooks::before_sleep(c.cast());
     let ret = if reg.cancelled() {
         0
     } else {
@@ -361,16 +374,26 @@ pub unsafe fn wake(c: *mut pthread_cond_t, all: bool) -> c_int {
         // SAFETY: glibc's condvar.
         return unsafe { wake_glibc(c, all) };
     }
-    r.seq.fetch_add(1, Ordering::SeqCst);
     if stats::enabled() {
         stats::COND_WAKES.fetch_add(1, Ordering::Relaxed);
     }
-    if r.waiters.load(Ordering::SeqCst) == 0 {
+    // Relaxed: a waiter this call must wake counted itself before releasing
+    // the mutex, which happens before this call (module docs), so coherence
+    // alone makes its increment visible here; no other data is read on it.
+    if r.waiters.load(Ordering::Relaxed) == 0 {
         return 0;
     }
     let op = libc::FUTEX_WAKE | private_flag(r.flags.load(Ordering::Relaxed));
     let n: c_int = if all { c_int::MAX } else { 1 };
-    // SAFETY: `seq` is a live futex word; FUTEX_WAKE reads no other pointer.
-    unsafe { libc::syscall(libc::SYS_futex, r.seq.as_ptr(), op, n) };
+    let word = r.seq.as_ptr();
+    // SeqCst: the futex protocol's store before the wake (a waiter that reads
+    // it in the kernel's compare does not sleep). Our last access to the
+    // condvar: a waiter this wakes may free it (module docs).
+    r.seq.fetch_add(1, Ordering::SeqCst);
+    #[cfg(feature = "test-hooks")]
+    crate::hooks::after_release(c.cast());
+    // SAFETY: FUTEX_WAKE on a private futex uses `word` as a key only and
+    // reads no memory, so it is sound even if the condvar is freed by now.
+    unsafe { libc::syscall(libc::SYS_futex, word, op, n) };
     0
 }

@@ -71,6 +71,8 @@ compile_error!(
 pub mod cancel;
 pub mod cond;
 mod exports;
+#[cfg(feature = "test-hooks")]
+mod hooks;
 pub mod layout;
 pub mod mode;
 pub mod mutex;

@@ -179,6 +179,8 @@ pub(crate) extern "C" fn constructor() {
     }
     crate::real::resolve_all();
     crate::stats::init();
+    #[cfg(feature = "test-hooks")]
+    crate::hooks::resolve();
 }
 
 #[cfg(test)]
