@@ -12,7 +12,8 @@
 #   OPTS_TIMEOUT  seconds per test run (default 30)
 #   OPTS_MODES    columns (default: "plain pthread cna queued hq cst")
 #   OPTS_FILTER   extended regex on test names (default: all 179)
-#   PRELOAD_LIB   the interposer (default: built with cargo into target/preload-test)
+#   PRELOAD_LIB   the interposer (default: the shipped build, made with cargo in
+#                 target/preload-shipped; the corpus test's target/preload-test has test hooks)
 #   OPTS_OUT      output directory (default target/open-posix): bin/, logs/, results.tsv
 # Exit codes of the tests (posixtest.h): 0 PASS, 1 FAIL, 2 UNRESOLVED,
 # 4 UNSUPPORTED, 5 UNTESTED; 124 here means the timeout killed it.
@@ -33,8 +34,8 @@ mkdir -p "$out/bin" "$out/logs"
 out=$(realpath "$out")
 
 if [[ -z "${PRELOAD_LIB:-}" ]]; then
-    nice -n 10 cargo build --release -p numa-preload -j1 --target-dir target/preload-test >&2
-    PRELOAD_LIB=$PWD/target/preload-test/release/libnuma_preload.so
+    nice -n 10 cargo build --release -p numa-preload -j1 --target-dir target/preload-shipped >&2
+    PRELOAD_LIB=$PWD/target/preload-shipped/release/libnuma_preload.so
 fi
 test -f "$PRELOAD_LIB" || { echo "no $PRELOAD_LIB" >&2; exit 2; }
 
