@@ -254,6 +254,9 @@ mod snode;
 #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
 mod stats;
 mod sync;
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod test_hooks;
 
 /// The `lock_api` (0.5) this crate implements, re-exported as parking_lot does, so
 /// code can name the traits (`cst_mutex::lock_api::RawMutex`) without its own

@@ -346,6 +346,8 @@ impl RawRwLock {
                     if s & WRITER_BIT != 0 {
                         Self::wake_drainer(key);
                     }
+                    #[cfg(feature = "test-hooks")]
+                    crate::test_hooks::after_release(key - 1);
                     return true;
                 }
                 Err(x) => s = x,
@@ -373,6 +375,8 @@ impl RawRwLock {
                     if c & DRAIN_BIT != 0 {
                         Self::wake_drainer(key);
                     }
+                    #[cfg(feature = "test-hooks")]
+                    crate::test_hooks::after_release(key - 1);
                     return true;
                 }
                 Err(x) => c = x,
@@ -826,6 +830,8 @@ impl RawRwLock {
         if old & WRITER_BIT != 0 {
             Self::wake_drainer(key);
         }
+        #[cfg(feature = "test-hooks")]
+        crate::test_hooks::after_release(key - 1);
     }
 
     #[inline]
@@ -845,6 +851,8 @@ impl RawRwLock {
             if old & DRAIN_BIT != 0 {
                 Self::wake_drainer(key);
             }
+            #[cfg(feature = "test-hooks")]
+            crate::test_hooks::after_release(key - 1);
         }
     }
 

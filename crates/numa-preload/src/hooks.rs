@@ -1,6 +1,8 @@
 //! Test hooks (feature `test-hooks`, never in a shipped library): points where
 //! a C test program can stop a thread, so that a window of a few instructions
-//! (a preemption in the real world) becomes one the test controls.
+//! (a preemption in the real world) becomes one the test controls: after the
+//! releasing step of a condvar wake (here) and of an rwlock read unlock
+//! (cst-mutex's `test_hooks`), and before a condvar waiter sleeps.
 //!
 //! The program defines the hook as a global function and links with
 //! `-rdynamic`; the constructor resolves it once with
@@ -46,14 +48,19 @@ static BEFORE_SLEEP: Hook = Hook {
     name: c"numa_preload_test_before_sleep",
 };
 
-/// Resolves the hooks (the constructor calls it).
+/// Resolves the hooks (the constructor calls it) and hands the program's
+/// `after_release` to cst-mutex for its rwlock read unlocks.
 pub(crate) fn resolve() {
     AFTER_RELEASE.resolve();
     BEFORE_SLEEP.resolve();
+    // Relaxed: as in `Hook::resolve`.
+    if AFTER_RELEASE.addr.load(Ordering::Relaxed) != 0 {
+        cst_mutex::test_hooks::set_after_release(Some(|lock| after_release(lock.cast())));
+    }
 }
 
-/// A wake's releasing step on `obj` is done: from here on it may not touch
-/// `obj`'s memory.
+/// A releasing step on `obj` (a condvar wake's, a read unlock's) is done:
+/// from here on the call may not touch `obj`'s memory.
 #[inline]
 pub(crate) fn after_release(obj: *const c_void) {
     AFTER_RELEASE.call(obj);

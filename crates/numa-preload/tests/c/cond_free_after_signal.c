@@ -32,9 +32,8 @@ static atomic_long after_release_calls, before_sleep_calls;
 static _Thread_local int my_round = -1;
 
 void numa_preload_test_after_release(const void *obj) {
-    (void)obj;
     int r = my_round;
-    if (r < 0) return;
+    if (r < 0 || obj != (const void *)&atomic_load(&published)->c) return;
     atomic_fetch_add(&after_release_calls, 1);
     atomic_store(&bumped, r);
     for (long k = 0; k < BOUND && atomic_load(&freed) < r; k++) sched_yield();

@@ -1,0 +1,33 @@
+//! Test hooks (feature `test-hooks`, for numa-preload's C tests; never in a
+//! shipped build): a function called at the end of every read unlock of a
+//! [`RawRwLock`](crate::RawRwLock), with the lock's address: right after the
+//! releasing step, or, when that step found a writer draining the readers,
+//! after the wake-up by key that follows (which reads nothing of the lock; a
+//! stop before it would stall a parked writer). A test stops the thread
+//! there, standing in for a preemption: another thread may then take the
+//! lock, destroy and free it, and the unlock must not touch it any more (see
+//! `RawRwLock::unlock_shared_word`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static AFTER_RELEASE: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets (or with `None` clears) the function called at the end of each read
+/// unlock (module docs). It gets the lock's address, which it must
+/// not dereference (the lock may be freed by then).
+pub fn set_after_release(f: Option<fn(*const ())>) {
+    // Relaxed: the function pointer is the whole message.
+    AFTER_RELEASE.store(f.map_or(0, |f| f as usize), Ordering::Relaxed);
+}
+
+/// Calls the hook, if one is set.
+#[inline]
+pub(crate) fn after_release(lock: usize) {
+    // Relaxed: as in `set_after_release`.
+    let a = AFTER_RELEASE.load(Ordering::Relaxed);
+    if a != 0 {
+        // SAFETY: `a` was stored from a `fn(*const ())` by `set_after_release`.
+        let f: fn(*const ()) = unsafe { core::mem::transmute::<usize, fn(*const ())>(a) };
+        f(lock as *const ());
+    }
+}
