@@ -95,7 +95,9 @@ use crate::sync::{self, AtomicPtr, AtomicU32, Ordering, UnsafeCell};
 pub const COMBINE_BATCH: u32 = 64;
 
 /// How long, in ns, a combiner runs closures before it hands combining on
-/// (the time bound of a batch, checked after each closure).
+/// (the time bound of a batch, checked after each closure that has a
+/// successor, from the end of the combiner's first closure on: a combiner
+/// that serves only itself reads no clock).
 pub const COMBINE_BATCH_NS: u64 = 50_000;
 
 /// Request queues per lock; a thread on NUMA node `n` uses queue
@@ -269,7 +271,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
         // (see `node::before_enqueue`).
         let numa = crate::node::before_enqueue();
         let queue = &*self.queues[numa as usize % COMBINING_QUEUES];
-        let cfg = *self.lock.config();
+        let cfg = self.lock.config();
         let request = Request {
             next: AtomicPtr::new(ptr::null_mut()),
             status: AtomicU32::new(WAIT),
@@ -293,7 +295,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
             // link (see the module docs), so it is alive.
             unsafe { (*pred).next.store(me, Ordering::Release) };
             // Acquire inside: pairs with the Release swap of DONE or COMBINER.
-            if crate::node::wait_signal(&request.status, &cfg) == DONE {
+            if crate::node::wait_signal(&request.status, cfg) == DONE {
                 return;
             }
         }
@@ -315,7 +317,10 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     /// `data` is what the requests' closures run on.
     unsafe fn run_batch(&self, queue: &AtomicPtr<Request>, first: *mut Request, data: *mut ()) {
         let cfg = self.lock.config();
-        let start = sync::now_ns();
+        // The batch's clock starts when a second closure is found: a
+        // combiner that serves only itself (no waiter of its node) reads no
+        // clock, as a plain lock and unlock would not.
+        let mut start = None;
         // Served waiters that parked, woken once the lock is released: a
         // futex wake-up costs microseconds, which the lock's hold time should
         // not pay for.
@@ -357,9 +362,9 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
                 wake.push(unsafe { finish(cur, DONE) });
             }
             // (Under loom the clock is logical: only the count bound.)
-            if served >= BATCH
-                || (!cfg!(numa_loom) && sync::now_ns().saturating_sub(start) >= COMBINE_BATCH_NS)
-            {
+            let now = if cfg!(numa_loom) { 0 } else { sync::now_ns() };
+            let since = *start.get_or_insert(now);
+            if served >= BATCH || now.saturating_sub(since) >= COMBINE_BATCH_NS {
                 // SAFETY: we hold the global lock (contract).
                 unsafe { self.lock.release() };
                 sync::event("combine-hand-over");
@@ -376,15 +381,19 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
 /// The status words of served requests whose submitters parked, to wake
 /// after the batch (at most one per closure of a batch, plus the next
 /// combiner).
+///
+/// The array is left uninitialised (only `..len` is written): zeroing its
+/// 520 bytes on every batch would cost a combiner that serves only itself
+/// more than its queue operations.
 struct Wakes {
-    words: [*const AtomicU32; BATCH as usize + 1],
+    words: [core::mem::MaybeUninit<*const AtomicU32>; BATCH as usize + 1],
     len: usize,
 }
 
 impl Wakes {
     fn new() -> Self {
         Wakes {
-            words: [ptr::null(); BATCH as usize + 1],
+            words: [const { core::mem::MaybeUninit::uninit() }; BATCH as usize + 1],
             len: 0,
         }
     }
@@ -392,7 +401,7 @@ impl Wakes {
     /// Remembers `word` (if any) for [`wake_all`](Wakes::wake_all).
     fn push(&mut self, word: Option<*const AtomicU32>) {
         if let Some(w) = word {
-            self.words[self.len] = w;
+            self.words[self.len].write(w);
             self.len += 1;
         }
     }
@@ -400,8 +409,9 @@ impl Wakes {
     /// Wakes every remembered waiter. Each may have returned already (a
     /// spurious wake-up saw the status): the wake-up names the address only.
     fn wake_all(self) {
-        for &w in &self.words[..self.len] {
-            sync::unpark_one(w);
+        for w in &self.words[..self.len] {
+            // SAFETY: `push` wrote every entry below `len`.
+            sync::unpark_one(unsafe { w.assume_init() });
         }
     }
 }
