@@ -146,8 +146,9 @@ std::thread_local! {
 }
 
 /// The number of one-snode slots of the global pool (8 cache lines of
-/// pointers on 64-bit targets): enough for every snode a few hundred contended
-/// locks hold at once, scanned only when a contention starts or ends.
+/// pointers on 64-bit targets): the snodes of 32 locks contended at once on 2
+/// nodes; more go to the overflow stack. Scanned only when a contention
+/// starts or ends.
 #[cfg(not(numa_loom))]
 pub(crate) const SLOTS: usize = 64;
 

@@ -313,10 +313,10 @@ pub unsafe fn wait<L: InPlace>(
         op |= libc::FUTEX_CLOCK_REALTIME;
     }
     let ts = if timed { abstime } else { core::ptr::null() };
-    // No sleep if a canceller already claimed us (it may have bumped `seq`
-    // before we read it).
     #[cfg(feature = "test-hooks")]
     crate::hooks::before_sleep(c.cast());
+    // No sleep if a canceller already claimed us (it may have bumped `seq`
+    // before we read it).
     let ret = if reg.cancelled() {
         0
     } else {
