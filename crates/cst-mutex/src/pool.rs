@@ -17,10 +17,11 @@
 //!   and filled with a CAS from null (no ABA: a slot holds one pointer, and a
 //!   swap takes it whole), then an overflow Treiber stack, pushed one snode or
 //!   one chain at a time with a CAS and emptied all at once with a swap (no
-//!   ABA either). A taker of the overflow keeps one snode and pushes the rest
-//!   back, so no thread hoards the pool; while it holds them (a few
-//!   instructions, unless it is preempted there) another taker that finds the
-//!   slots and the stack empty allocates a fresh snode. Nothing waits, so a
+//!   ABA either). A taker of the overflow keeps one snode and puts the rest
+//!   back with one CAS from null (no walk of the pool), so no thread hoards
+//!   it; while it holds them (a few instructions, unless it is preempted
+//!   there) another taker that finds the slots and the stack empty allocates
+//!   a fresh snode. Nothing waits, so a
 //!   `fork` in the middle of an operation leaves nothing locked in the child.
 //!
 //! The memory held is therefore the most snodes attached at once, plus up to
@@ -156,6 +157,8 @@ pub(crate) const SLOTS: usize = 64;
 mod global {
     use super::{SLOTS, Snode};
     use std::ptr;
+    #[cfg(test)]
+    use std::sync::atomic::AtomicUsize;
     use std::sync::atomic::{AtomicPtr, Ordering};
 
     #[allow(clippy::declare_interior_mutable_const)]
@@ -182,24 +185,55 @@ mod global {
         }
         // Acquire: pairs with the Release of the stack pushes.
         let p = STACK.swap(ptr::null_mut(), Ordering::Acquire);
-        if !p.is_null() {
-            // SAFETY: the whole stack is ours now; its snodes are valid.
-            let rest = unsafe { &*p }.next_ptr();
-            if !rest.is_null() {
-                let mut last = rest;
-                loop {
-                    // SAFETY: as above.
-                    let next = unsafe { &*last }.next_ptr();
-                    if next.is_null() {
-                        break;
+        if p.is_null() {
+            return p;
+        }
+        // SAFETY: the whole stack is ours now; its snodes are valid.
+        let mut rest = unsafe { &*p }.next_ptr();
+        // Put the rest back with one CAS while the stack is still empty (the
+        // usual case: no walk, however many snodes are pooled). If snodes
+        // were pushed meanwhile, take those too, append the rest behind them
+        // (a walk of only what was pushed during our take) and try again.
+        while !rest.is_null() {
+            // Release: publishes the links we wrote (and, through our Acquire
+            // swaps, the pushers' links and snode state) to the next taker.
+            match STACK.compare_exchange(
+                ptr::null_mut(),
+                rest,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(_) => {
+                    // Acquire: as the first swap.
+                    let newer = STACK.swap(ptr::null_mut(), Ordering::Acquire);
+                    if newer.is_null() {
+                        continue;
                     }
-                    last = next;
+                    let mut last = newer;
+                    loop {
+                        // SAFETY: taken from the stack: ours, valid.
+                        let next = unsafe { &*last }.next_ptr();
+                        if next.is_null() {
+                            break;
+                        }
+                        #[cfg(test)]
+                        WALKED.fetch_add(1, Ordering::Relaxed);
+                        last = next;
+                    }
+                    // SAFETY: as above.
+                    unsafe { &*last }.set_next(rest);
+                    rest = newer;
                 }
-                push_chain(rest, last);
             }
         }
         p
     }
+
+    /// Links stepped over by overflow takes (for the test that a take does
+    /// not walk the pool).
+    #[cfg(test)]
+    pub(super) static WALKED: AtomicUsize = AtomicUsize::new(0);
 
     /// Gives back one snode: `DEAD`, unlinked, exclusively the caller's.
     pub(super) fn push(p: *mut Snode) {
@@ -333,5 +367,30 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// Taking from a long overflow stack does not walk it: the rest goes back
+    /// with one CAS (only snodes pushed during a take are stepped over, and
+    /// the other tests of this binary push few).
+    #[test]
+    fn an_overflow_take_does_not_walk_the_pool() {
+        use std::sync::atomic::Ordering;
+        const MANY: usize = SLOTS + 1000;
+        let snodes: Vec<*mut Snode> = (0..MANY)
+            .map(|_| take() as *const Snode as *mut Snode)
+            .collect();
+        for &p in &snodes {
+            global::push(p);
+        }
+        let before = global::WALKED.load(Ordering::Relaxed);
+        let taken: Vec<*mut Snode> = (0..SLOTS + 10).map(|_| global::take()).collect();
+        let walked = global::WALKED.load(Ordering::Relaxed) - before;
+        for p in taken.into_iter().filter(|p| !p.is_null()) {
+            global::push(p);
+        }
+        assert!(
+            walked < 200,
+            "10 overflow takes stepped over {walked} links"
+        );
     }
 }
