@@ -367,38 +367,47 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         let has_secondary = NUMA && state.sec_head != 0;
         let mut next = me.node.next.load(Ordering::Acquire);
         if next == 0 {
-            let cur = self.tail.load(Ordering::Relaxed);
-            if cur >> TAIL_SHIFT == me.code {
+            let mut cur = self.tail.load(Ordering::Relaxed);
+            // A CAS that fails on the flags alone is retried: a timed waiter
+            // past its steal bound sets `NO_STEAL` at any moment
+            // (`crate::timed`), and a failure read as "a waiter swapped the
+            // tail" would wait for a link that never comes.
+            while cur >> TAIL_SHIFT == me.code {
                 if !has_secondary {
                     // Both queues are empty: clear the tail (and NO_STEAL). Relaxed:
                     // no node is published by a zero tail; a thread enqueueing next
                     // finds no predecessor and touches no node of ours.
-                    if self
+                    match self
                         .tail
                         .compare_exchange(cur, 0, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok()
                     {
-                        sync::trace(|| "queue emptied".into());
-                        return;
+                        Ok(_) => {
+                            sync::trace(|| "queue emptied".into());
+                            return;
+                        }
+                        Err(seen) => cur = seen,
                     }
                 } else {
                     // The main queue is empty: the secondary queue becomes the main
-                    // queue. NO_STEAL is kept as is (set only in strict mode now);
-                    // HEAD_ASLEEP is clear (we run), `hand_off` sets it if needed.
+                    // queue. NO_STEAL is kept as is (a strict-mode head's, or a
+                    // timed waiter's); HEAD_ASLEEP is clear (we run), `hand_off`
+                    // sets it if needed.
                     // Release: the next waiter reads this tail with Acquire and writes
                     // `sec_tail.next`; the reset of that field to 0 (by the head that
                     // appended it, passed to us through the head-ship chain) must
                     // happen-before that write (the v15 bug, arXiv 2111.15240).
                     let new = (state.sec_tail << TAIL_SHIFT) | (cur & NO_STEAL);
-                    if self
+                    match self
                         .tail
                         .compare_exchange(cur, new, Ordering::Release, Ordering::Relaxed)
-                        .is_ok()
                     {
-                        #[cfg(feature = "stats")]
-                        self.counters.flushed();
-                        self.hand_off(state.sec_head, HeadState::EMPTY, HEAD);
-                        return;
+                        Ok(_) => {
+                            #[cfg(feature = "stats")]
+                            self.counters.flushed();
+                            self.hand_off(state.sec_head, HeadState::EMPTY, HEAD);
+                            return;
+                        }
+                        Err(seen) => cur = seen,
                     }
                 }
             }

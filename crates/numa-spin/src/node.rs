@@ -917,7 +917,8 @@ pub(crate) fn lift_head_asleep(tail: &AtomicU32) {
 ///
 /// Called only by the lock holder. Relaxed: a hint. The holder's RMW
 /// happens-before the new head's acquisition, and so before any CAS of that
-/// head that empties the queue (which therefore cannot fail on the flag);
+/// head that empties the queue (which therefore cannot fail on this flag; it
+/// can fail on a timed waiter's `NO_STEAL`, and is retried then);
 /// after its acquisition the head looks for the mark and lifts it
 /// ([`HeadWait::acquired`]). A new head that saw the swap before it slept can
 /// run its check at start before this RMW; that second look catches it.

@@ -35,17 +35,20 @@ impl<T: Tunables> RawHqLock<T> {
         }
         let mut next = me.node.next.load(Ordering::Acquire);
         if next == 0 {
-            let cur = self.tail.load(Ordering::Relaxed);
+            let mut cur = self.tail.load(Ordering::Relaxed);
             // Relaxed CAS (CNA's argument): an empty tail publishes no node; the
             // next thread to enqueue finds no predecessor and touches nothing of
-            // ours. Clears the flags with the queue.
-            if cur & !TAIL_FLAGS == me.code << CODE_SHIFT
-                && self
+            // ours. Clears the flags with the queue. A failure on the flags
+            // alone is retried (a timed waiter sets `NO_STEAL` at any moment,
+            // see `crate::timed`).
+            while cur & !TAIL_FLAGS == me.code << CODE_SHIFT {
+                match self
                     .tail
                     .compare_exchange(cur, 0, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return;
+                {
+                    Ok(_) => return,
+                    Err(seen) => cur = seen,
+                }
             }
             // A waiter swapped the tail and will link to us, or the lock switched
             // to NUMA mode with us last (END_OF_CHAIN). Acquire inside.
