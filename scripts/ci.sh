@@ -33,6 +33,9 @@ cargo clippy --workspace --exclude parking_lot --all-targets --all-features -- -
 step "cargo test (release: the stress tests run real contention)"
 cargo test --workspace --exclude parking_lot --all-features --release
 
+step "self-contained repository: a fresh clone alone in a temporary directory runs the hwloc XML fixture tests (scripts/clone-check.sh)"
+scripts/clone-check.sh
+
 step "cst-mutex without feature stats (the --all-features run keeps snodes attached for their counters; this one tests giving them back)"
 cargo test --release -p cst-mutex --lib --test alloc
 

@@ -1,15 +1,15 @@
-//! `numa-bench topology --json --xml F` for every shared hwloc XML, against
-//! `expected.json`. Needs the `hwloc` feature (default for numa-bench).
+//! `numa-bench topology --json --xml F` for every hwloc XML of the repository's
+//! test data, against `expected.json`. Needs the `hwloc` feature.
 //!
 //! The data directory is `$NUMA_TOPOLOGY_TESTDATA` if set, else
-//! `<workspace>/../shared/topologies`; the test fails if neither exists.
+//! `<workspace>/crates/topology/tests/data/topologies`; the test fails if neither exists.
 #![cfg(feature = "hwloc")]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The keys the command must reproduce (`shared/topologies/README.md`).
+/// The keys the command must reproduce (`crates/topology/tests/data/topologies/README.md`).
 const KEYS: [&str; 11] = [
     "packages",
     "numa_nodes",
@@ -29,7 +29,7 @@ fn testdata_dir() -> PathBuf {
         .map(PathBuf::from)
         .into_iter()
         .chain(std::iter::once(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/topologies"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/topology/tests/data/topologies"),
         ))
         .collect();
     for dir in &candidates {
@@ -38,8 +38,8 @@ fn testdata_dir() -> PathBuf {
         }
     }
     panic!(
-        "hwloc test data not found: tried {candidates:?}. Set NUMA_TOPOLOGY_TESTDATA to the \
-         shared/topologies directory (it holds expected.json)."
+        "hwloc test data not found: tried {candidates:?}. Set NUMA_TOPOLOGY_TESTDATA to a \
+         directory like crates/topology/tests/data/topologies (it holds expected.json)."
     );
 }
 

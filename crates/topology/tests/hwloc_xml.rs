@@ -1,8 +1,9 @@
-//! Every hwloc XML export in `shared/topologies/` against `expected.json`
+//! Every hwloc XML export in `tests/data/topologies/` against `expected.json`
 //! (what hwloc 2.9's own tools say). Needs the `hwloc` feature.
 //!
-//! The data directory is `$NUMA_TOPOLOGY_TESTDATA` if set, else
-//! `<workspace>/../shared/topologies`. If neither exists the test fails.
+//! The data directory is `$NUMA_TOPOLOGY_TESTDATA` if set, else this crate's
+//! `tests/data/topologies` (in the repository and in the packaged crate). If
+//! neither exists the test fails.
 #![cfg(feature = "hwloc")]
 
 use numa_topology::{Topology, TopologyError};
@@ -15,7 +16,7 @@ fn testdata_dir() -> PathBuf {
         .map(PathBuf::from)
         .into_iter()
         .chain(std::iter::once(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/topologies"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/topologies"),
         ))
         .collect();
     for dir in &candidates {
@@ -24,8 +25,8 @@ fn testdata_dir() -> PathBuf {
         }
     }
     panic!(
-        "hwloc test data not found: tried {candidates:?}. Set NUMA_TOPOLOGY_TESTDATA to the \
-         shared/topologies directory (it holds expected.json)."
+        "hwloc test data not found: tried {candidates:?}. Set NUMA_TOPOLOGY_TESTDATA to a \
+         directory like crates/topology/tests/data/topologies (it holds expected.json)."
     );
 }
 
