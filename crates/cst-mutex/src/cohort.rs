@@ -60,8 +60,8 @@
 //!      looks again, if a waiter parked or registered meanwhile).
 
 use crate::config;
-use crate::queue::{self, Queued};
-use crate::snode::{QUEUED_MASK, Snode, SnodeList};
+use crate::queue::{self, Grant, Queued};
+use crate::snode::{Snode, SnodeList};
 use crate::sync::{self, AtomicUsize, Ordering, ParkResult, ParkToken, UnparkToken};
 use std::time::Instant;
 
@@ -222,7 +222,11 @@ impl Cohort {
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    count!(word_write());
+                    count!(acquired());
+                    return true;
+                }
                 Err(x) => s = x,
             }
         }
@@ -233,10 +237,12 @@ impl Cohort {
     /// waiters is taken here too, that is barging).
     #[inline]
     pub(crate) fn try_lock_fast(&self) -> bool {
-        match self
-            .state
-            .compare_exchange_weak(0, LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
-        {
+        let ok = match self.state.compare_exchange_weak(
+            0,
+            LOCKED_BIT,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
             Ok(_) => true,
             Err(s) => {
                 s & LOCKED_BIT == 0
@@ -250,7 +256,12 @@ impl Cohort {
                         )
                         .is_ok()
             }
+        };
+        if ok {
+            count!(word_write());
+            count!(acquired());
         }
+        ok
     }
 
     /// Slow acquisition. Returns the caller's node on success, `None` when
@@ -274,16 +285,14 @@ impl Cohort {
         let mut round = 0u32;
         // A thread woken to compete re-parks at once while others are parked.
         let mut woken = false;
-        // Untimed waiters queue on their snode while the lock is not
-        // oversubscribed: once the waiters parked on the lock and those in the
-        // own snode's queue are as many as the machine's CPUs, some of them
-        // cannot be running, and a FIFO queue would make every waiter behind a
-        // descheduled one wait for its time slice (on a 2-CPU machine with 32
-        // threads, waits of tens of milliseconds); the waiter spins and parks
-        // in the snode's parking queue instead (below), where unlocks wake one
-        // at a time and running threads barge. Under loom a thread without spin
-        // rounds parks at once too, so the models of the parking paths do not
-        // grow by the queue's steps.
+        // Untimed waiters queue on their snode, at every thread count (one
+        // algorithm: a head that has not run since it was given head-ship
+        // is passed over by unlocks while the lock is oversubscribed, see
+        // `queue::grant`, so a descheduled waiter does not stall the queue).
+        // Timed waiters, and heads out of budget, park in the snode's parking
+        // queue (below). Under loom a thread without spin rounds parks at
+        // once too, so the models of the parking paths do not grow by the
+        // queue's steps.
         if deadline.is_none() && queue::budget_allows_queueing() {
             // One look first: a lock that is free (a spurious failure of the
             // fast path's weak CAS) is taken without allocating an snode. (A
@@ -297,22 +306,18 @@ impl Cohort {
             // queued wait drops it when it acquires; the other ways out below).
             let sn = self.snodes.pin(node);
             snode = Some(sn);
-            // Relaxed: heuristics.
-            let waiting = parked_count(self.state.load(Ordering::Relaxed))
-                + (sn.hot.users.load(Ordering::Relaxed) & QUEUED_MASK);
-            if waiting < sync::num_cpus() {
-                match queue::wait(self, sn) {
-                    // The pin went with the queue count.
-                    Queued::Acquired { granted } => {
-                        #[cfg(numa_loom)]
-                        sync::set_loom_handed(granted);
-                        #[cfg(not(numa_loom))]
-                        let _ = granted;
-                        return Some(node);
-                    }
-                    // The head spent its spin budget: park at once.
-                    Queued::OutOfBudget => round = spin_rounds(),
+            match queue::wait(self, sn) {
+                // The pin went with the queue count.
+                Queued::Acquired { granted } => {
+                    #[cfg(numa_loom)]
+                    sync::set_loom_handed(granted);
+                    #[cfg(not(numa_loom))]
+                    let _ = granted;
+                    count!(acquired());
+                    return Some(node);
                 }
+                // The head spent its spin budget: park at once.
+                Queued::OutOfBudget => round = spin_rounds(),
             }
         }
         loop {
@@ -326,6 +331,8 @@ impl Cohort {
                     .compare_exchange_weak(s, s | LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
+                    count!(word_write());
+                    count!(acquired());
                     if let Some(sn) = snode {
                         sn.unpin();
                     }
@@ -347,7 +354,7 @@ impl Cohort {
             // running). A woken thread that lost the race spins only while
             // nobody else is parked (parking_lot's rule): the unlock that woke
             // it has already passed the turn on, so it goes back to sleep.
-            let limit = if woken { 1 } else { sync::num_cpus() };
+            let limit = if woken { 1 } else { config::cpus() };
             if round < spin_rounds() && parked_count(s) < limit {
                 round += 1;
                 spin_round(round);
@@ -360,6 +367,7 @@ impl Cohort {
                 ParkResult::Unparked(TOKEN_HANDOFF) => {
                     #[cfg(numa_loom)]
                     sync::set_loom_handed(true);
+                    count!(acquired());
                     sn.unpin();
                     return Some(node);
                 }
@@ -411,7 +419,11 @@ impl Cohort {
                     Ordering::Relaxed,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => return true,
+                    Ok(_) => {
+                        count!(word_write());
+                        count!(snode_write(snode));
+                        return true;
+                    }
                     Err(x) => {
                         snode.hot.parked.fetch_sub(1, Ordering::Relaxed);
                         s = x;
@@ -424,6 +436,8 @@ impl Cohort {
         let timed_out = |_key: usize, _last: bool| {
             snode.hot.parked.fetch_sub(1, Ordering::Relaxed);
             self.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
+            count!(word_write());
+            count!(snode_write(snode));
         };
         // SAFETY:
         // - the key is the address of an snode of this lock, which this crate controls;
@@ -446,9 +460,14 @@ impl Cohort {
     /// returns the observed state for [`Cohort::unlock_slow`].
     #[inline]
     pub(crate) fn try_unlock_fast(&self) -> Result<(), usize> {
-        self.state
+        let r = self
+            .state
             .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
-            .map(drop)
+            .map(drop);
+        if r.is_ok() {
+            count!(word_write());
+        }
+        r
     }
 
     /// Slow unlock: some thread is parked or registered as a queue head (or
@@ -467,13 +486,20 @@ impl Cohort {
     #[cold]
     pub(crate) fn unlock_slow(&self, mut s: usize, node: usize, fair: bool) {
         let mut node = node;
+        #[cfg(feature = "stats")]
+        let writes_before = crate::stats::word_writes_now();
         loop {
             if s & HEAD_MASK != 0 {
                 if node == UNKNOWN_NODE {
                     node = sync::current_node();
                 }
-                let exhausted = match self.grant_own_in_batch(node) {
-                    OwnGrant::Granted => return,
+                let exhausted = match self.grant_own_in_batch(node, fair) {
+                    OwnGrant::Granted => {
+                        count!(local_handoff(
+                            crate::stats::word_writes_now() - writes_before
+                        ));
+                        return;
+                    }
                     OwnGrant::Exhausted => true,
                     OwnGrant::NoHead => false,
                 };
@@ -501,7 +527,10 @@ impl Cohort {
                     Ordering::Release,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => return,
+                    Ok(_) => {
+                        count!(word_write());
+                        return;
+                    }
                     Err(x) => {
                         s = x;
                         continue;
@@ -538,7 +567,11 @@ impl Cohort {
     /// the grant (after it the lock is the head's) and taken back if nobody
     /// was there to claim; a node with no head ends its batch (the run of
     /// hand-offs within it is over).
-    fn grant_own_in_batch(&self, node: usize) -> OwnGrant {
+    ///
+    /// A head that has not run since head-ship may be passed over (see
+    /// [`queue::grant`]); the batch then goes on, and the word is released
+    /// for running threads. `fair` (`unlock_fair`) never passes it over.
+    fn grant_own_in_batch(&self, node: usize, fair: bool) -> OwnGrant {
         let Some(own) = self.snodes.find(node) else {
             return OwnGrant::NoHead;
         };
@@ -549,11 +582,18 @@ impl Cohort {
         }
         if queue::has_head(own) {
             own.hot.batch.store(batch + 1, Ordering::Relaxed);
-            if queue::grant(self, own) {
-                return OwnGrant::Granted;
+            match queue::grant(self, own, !fair) {
+                Grant::Granted => return OwnGrant::Granted,
+                Grant::NotRunning => {
+                    own.hot.batch.store(batch, Ordering::Relaxed);
+                    return OwnGrant::NoHead;
+                }
+                Grant::NoHead => {}
             }
         }
-        own.hot.batch.store(0, Ordering::Relaxed);
+        if batch != 0 {
+            own.hot.batch.store(0, Ordering::Relaxed);
+        }
         OwnGrant::NoHead
     }
 
@@ -576,7 +616,8 @@ impl Cohort {
                     o.hot.batch.store(0, Ordering::Relaxed);
                 }
                 cur.hot.batch.store(1, Ordering::Relaxed);
-                if queue::grant(self, cur) {
+                count!(snode_write(cur));
+                if queue::grant(self, cur, false) == Grant::Granted {
                     return true;
                 }
                 if let (Some(o), Some(b)) = (own, own_batch) {
@@ -621,6 +662,7 @@ impl Cohort {
             }
             // Relaxed: changed only under this queue lock, which orders it.
             target.hot.parked.fetch_sub(1, Ordering::Relaxed);
+            count!(snode_write(target));
             #[cfg(feature = "stats")]
             crate::stats::count(&target.stats.wakeups);
             if fair || config::fairness_due(target, now) {
@@ -630,12 +672,15 @@ impl Cohort {
                 // woken thread, which synchronizes with us through the parking
                 // lot's unpark (token handoff), not through this word.
                 self.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
+                count!(word_write());
+                count!(parked_handoff());
                 TOKEN_HANDOFF
             } else {
                 // Release: this is the unlock; the next acquirer's Acquire CAS
                 // on `LOCKED_BIT` sees our critical section.
                 self.state
                     .fetch_sub(PARKED_ONE | LOCKED_BIT, Ordering::Release);
+                count!(word_write());
                 TOKEN_NORMAL
             }
         };

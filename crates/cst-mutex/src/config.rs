@@ -1,9 +1,11 @@
-//! Process-wide tunables: the batch bound and the fairness timeout.
+//! Process-wide tunables: the batch bound, the fairness timeout and the CPU
+//! count the locks' path decisions assume.
 
 use crate::snode::Snode;
 use std::fmt;
 use std::sync::atomic::{
-    AtomicU32 as StdAtomicU32, AtomicU64 as StdAtomicU64, Ordering as StdOrdering,
+    AtomicBool, AtomicU32 as StdAtomicU32, AtomicU64 as StdAtomicU64, AtomicUsize,
+    Ordering as StdOrdering,
 };
 use std::time::Duration;
 
@@ -30,6 +32,11 @@ pub enum ConfigError {
     ZeroBatchBound,
     /// The fairness timeout must be between 1 ns and `u64::MAX` ns (given: the value).
     FairnessTimeoutOutOfRange(Duration),
+    /// The CPU count must be at least 1.
+    ZeroCpus,
+    /// `CST_MUTEX_CPUS` is set but is not a whole number of CPUs of at least
+    /// 1 (given: the value).
+    BadCpusEnv(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -42,6 +49,12 @@ impl fmt::Display for ConfigError {
                     "fairness timeout must be 1 ns ..= u64::MAX ns, got {d:?}"
                 )
             }
+            ConfigError::ZeroCpus => write!(f, "CPU count must be at least 1, got 0"),
+            ConfigError::BadCpusEnv(v) => write!(
+                f,
+                "CST_MUTEX_CPUS must be a whole number of CPUs of at least 1, got {v:?}; \
+                 using the machine's count"
+            ),
         }
     }
 }
@@ -165,4 +178,78 @@ pub(crate) fn fairness_now() -> u64 {
         u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
             + 1
     }
+}
+
+/// The CPU count set by [`set_cpus`] (0: none set).
+static CPUS_OVERRIDE: AtomicUsize = AtomicUsize::new(0);
+/// The machine's count or `CST_MUTEX_CPUS`, read once (0: not read yet).
+static CPUS_DEFAULT: AtomicUsize = AtomicUsize::new(0);
+/// Whether `CST_MUTEX_CPUS` was set but malformed.
+static CPUS_ENV_BAD: AtomicBool = AtomicBool::new(false);
+
+/// Makes every lock of this crate decide its paths as on a machine with
+/// `n` CPUs, whatever this machine has.
+///
+/// The locks compare the waiters of a lock with the number of CPUs (are
+/// there more threads waiting than can run at once?): a queue head then
+/// spins for a count of yields rather than for a time (on a machine where
+/// each waiter has its own CPU a yield returns at once), and an unlock
+/// hands the lock to a queue head that has not run since it was woken.
+/// Setting `n` to 16 on a 2-CPU machine makes the locks take the paths a
+/// 16-core machine takes, so their counts ([`thread_counts`] with feature
+/// `stats`) can be checked there; the threads only run slower. Also set by
+/// the environment variable `CST_MUTEX_CPUS` (read once, at the first
+/// decision, if this function was not called first).
+///
+/// # Errors
+///
+/// [`ConfigError::ZeroCpus`] if `n` is 0.
+///
+/// [`thread_counts`]: crate#cargo-features
+pub fn set_cpus(n: usize) -> Result<(), ConfigError> {
+    if n == 0 {
+        return Err(ConfigError::ZeroCpus);
+    }
+    CPUS_OVERRIDE.store(n, StdOrdering::Relaxed);
+    Ok(())
+}
+
+/// The CPU count the locks' path decisions assume: [`set_cpus`]'s value,
+/// else `CST_MUTEX_CPUS`, else [`std::thread::available_parallelism`] (1 if
+/// unknown). Read once and cached, except for [`set_cpus`].
+#[inline]
+pub fn cpus() -> usize {
+    let o = CPUS_OVERRIDE.load(StdOrdering::Relaxed);
+    if o != 0 {
+        return o;
+    }
+    let n = CPUS_DEFAULT.load(StdOrdering::Relaxed);
+    if n != 0 {
+        return n;
+    }
+    let machine = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = match std::env::var_os("CST_MUTEX_CPUS") {
+        None => machine(),
+        Some(v) => match v.to_str().and_then(|v| v.trim().parse::<usize>().ok()) {
+            Some(n) if n > 0 => n,
+            _ => {
+                CPUS_ENV_BAD.store(true, StdOrdering::Relaxed);
+                machine()
+            }
+        },
+    };
+    CPUS_DEFAULT.store(n, StdOrdering::Relaxed);
+    n
+}
+
+/// Why `CST_MUTEX_CPUS` was ignored, if it was set but malformed (it is read
+/// at the first path decision or the first [`cpus`] call; `None` before that).
+pub fn cpus_env_error() -> Option<ConfigError> {
+    if !CPUS_ENV_BAD.load(StdOrdering::Relaxed) {
+        return None;
+    }
+    let v = std::env::var_os("CST_MUTEX_CPUS")
+        .map(|v| v.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Some(ConfigError::BadCpusEnv(v))
 }

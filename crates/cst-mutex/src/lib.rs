@@ -233,6 +233,16 @@
 #[cfg(all(numa_loom, not(feature = "loom")))]
 compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features cst-mutex/loom`");
 
+/// Counts an event of `crate::stats` with feature `stats`; nothing without it.
+macro_rules! count {
+    ($($call:tt)*) => {
+        #[cfg(feature = "stats")]
+        {
+            crate::stats::$($call)*;
+        }
+    };
+}
+
 mod cohort;
 mod condvar;
 mod config;
@@ -275,8 +285,8 @@ pub fn snode_memory() -> (usize, usize) {
 
 pub use condvar::Condvar;
 pub use config::{
-    ConfigError, DEFAULT_BATCH_BOUND, DEFAULT_FAIRNESS_TIMEOUT, batch_bound, fairness_timeout,
-    set_batch_bound, set_fairness_timeout,
+    ConfigError, DEFAULT_BATCH_BOUND, DEFAULT_FAIRNESS_TIMEOUT, batch_bound, cpus, cpus_env_error,
+    fairness_timeout, set_batch_bound, set_cpus, set_fairness_timeout,
 };
 #[cfg(not(numa_loom))]
 pub use fair::{FairMutex, FairMutexGuard, MappedFairMutexGuard, RawFairMutex};
@@ -294,7 +304,7 @@ pub use rwlock::{
     RwLockUpgradableReadGuard, RwLockWriteGuard,
 };
 #[cfg(feature = "stats")]
-pub use stats::Stats;
+pub use stats::{Stats, ThreadCounts, reset_thread_counts, thread_counts};
 
 /// Test hook for the loom models: sets the NUMA node the calling loom thread
 /// reports (loom threads share one OS thread, so `numa_topology`'s
@@ -320,6 +330,15 @@ pub fn __set_loom_spin_rounds(rounds: u32) {
 #[doc(hidden)]
 pub fn __set_loom_batch_bound(bound: u32) {
     sync::set_loom_batch_bound(bound);
+}
+
+/// Test hook for the loom models: the calling loom thread's unlocks treat
+/// the lock as having more waiters than CPUs (they pass over a queue head
+/// that has not run since head-ship). Not part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __set_loom_oversubscribed(on: bool) {
+    sync::set_loom_oversubscribed(on);
 }
 
 /// Test hook for the loom models: makes every fairness check of the calling

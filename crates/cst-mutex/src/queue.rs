@@ -56,6 +56,10 @@
 //! waiter re-checks its own state after waking.
 
 use crate::cohort::{Cohort, HEAD_MASK, HEAD_ONE, LOCKED_BIT, spin_round, spin_rounds};
+#[cfg(not(numa_loom))]
+use crate::config;
+#[cfg(not(numa_loom))]
+use crate::snode::QUEUED_MASK;
 use crate::snode::{PIN_ONE, QUEUED_ONE, Snode};
 use crate::sync::{self, AtomicPtr, AtomicU32, Ordering, ParkToken};
 use std::ptr;
@@ -70,11 +74,22 @@ const HEAD: u32 = 2;
 /// Head, and a holder handed it the lock.
 const GRANTED: u32 = 3;
 
+/// The tag of a registration slot whose head was given head-ship (and the
+/// node's registration) by its predecessor and has not run since: it may
+/// have been asleep, and may still wait for a CPU. The head clears it when
+/// it starts its wait as head. Queue nodes are 128-aligned, so bit 0 of
+/// their address is free.
+const NOT_RUNNING: usize = 1;
+
 /// A waiter's node in an snode queue. Lives on the waiter's stack for the
 /// duration of one slow acquisition.
 #[repr(align(128))]
 pub(crate) struct QNode {
     status: AtomicU32,
+    /// 1 when the predecessor passed head-ship with its node's registration
+    /// (the word's `HEAD_ONE`, and the snode's slot naming this node):
+    /// written by the predecessor before its Release swap of `status`.
+    token: AtomicU32,
     next: AtomicPtr<QNode>,
 }
 
@@ -82,6 +97,7 @@ impl QNode {
     pub(crate) fn new() -> Self {
         QNode {
             status: AtomicU32::new(WAITING),
+            token: AtomicU32::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
         }
     }
@@ -216,7 +232,6 @@ pub(crate) fn budget_allows_queueing() -> bool {
         true
     }
 }
-
 /// How an untimed waiter's queued wait ended.
 pub(crate) enum Queued {
     /// It holds the lock (`granted`: handed over by a holder's grant).
@@ -224,6 +239,28 @@ pub(crate) enum Queued {
     /// It spent its budget as head and left the queue: it waits as a parked
     /// waiter of the snode now.
     OutOfBudget,
+}
+
+/// The lock's waiters (parked on it, queued in any of its snodes) plus its
+/// holder, against the CPUs the path decisions assume ([`config::cpus`]):
+/// whether the threads that want the lock are more than can run at once.
+/// Reads only (the word and each snode's waiting line); under loom, the
+/// model's per-thread setting.
+pub(crate) fn oversubscribed(cohort: &Cohort) -> bool {
+    #[cfg(numa_loom)]
+    {
+        let _ = cohort;
+        sync::loom_oversubscribed()
+    }
+    #[cfg(not(numa_loom))]
+    {
+        // Relaxed: hints.
+        let mut wanting = 1 + crate::cohort::parked_count(cohort.state.load(Ordering::Relaxed));
+        for sn in cohort.snodes.iter() {
+            wanting += sn.hot.users.load(Ordering::Relaxed) & QUEUED_MASK;
+        }
+        wanting > config::cpus()
+    }
 }
 
 /// The queued wait of an untimed waiter of `sn`: enqueue, wait for head-ship,
@@ -234,14 +271,18 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
     // Relaxed: the queued count is a hint for arrivals (see
     // `Cohort::lock_slow`); our pin keeps the snode attached.
     sn.hot.users.fetch_add(QUEUED_ONE, Ordering::Relaxed);
+    count!(snode_write(sn));
     let q = QNode::new();
     let me = &q as *const QNode as *mut QNode;
     let queue = &sn.hot.queue;
     // AcqRel: Release publishes our node's initial `next` (null) to the next
     // waiter, which writes `next` after reading `tail` with Acquire (else our
     // initialisation could overwrite its link); Acquire makes our predecessor's
-    // node (its initial `next`) visible before we write its `next`.
+    // node (its initial `next`) visible before we write its `next`, and
+    // orders a registration slot our predecessor cleared before emptying the
+    // queue (its Release tail CAS, see `pass_headship`) before ours.
     let pred = queue.tail.swap(me, Ordering::AcqRel);
+    count!(snode_write(sn));
     if !pred.is_null() {
         // SAFETY: `pred` is queued ahead of us: it cannot leave before it passes
         // head-ship to a successor, which it waits for us to link (see
@@ -255,24 +296,28 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
     #[cfg(feature = "stats")]
     crate::stats::count(&sn.stats.queued);
     wake_ahead(sn, &q);
-    let r = match compete(cohort, sn, &q) {
-        Some(granted) => Queued::Acquired { granted },
-        None => Queued::OutOfBudget,
+    // Relaxed: written by the predecessor before its Release swap of our
+    // status, which we read with Acquire.
+    let token = q.token.load(Ordering::Relaxed) != 0;
+    let r = compete(cohort, sn, &q, token);
+    let carry = match r {
+        Some((_, carry)) => carry,
+        None => false,
     };
-    pass_headship(sn, &q);
+    pass_headship(cohort, sn, &q, carry);
     // Release: with the pin (when we acquired), this ends our use of the
     // snode; a detacher's Acquire CAS of `users` from 0 orders it before the
     // snode's reuse. Our queue node is no longer referenced (see
     // `pass_headship`).
-    let unpin = if matches!(r, Queued::Acquired { .. }) {
-        PIN_ONE
-    } else {
-        0
-    };
+    let unpin = if r.is_some() { PIN_ONE } else { 0 };
     sn.hot
         .users
         .fetch_sub(QUEUED_ONE + unpin, Ordering::Release);
-    r
+    count!(snode_write(sn));
+    match r {
+        Some((granted, _)) => Queued::Acquired { granted },
+        None => Queued::OutOfBudget,
+    }
 }
 
 /// Spins, then parks, until `q`'s status becomes `target`: head-ship
@@ -284,11 +329,13 @@ fn wait_for_status(sn: &Snode, q: &QNode, running: u32, target: u32) {
     loop {
         // Acquire: pairs with the Release of `pass_headship` (head-ship: the
         // snode's registration slot was cleared, by the claim or the
-        // withdrawal of our predecessor, before we register in it) or of the
-        // grant's swap (the granting holder's critical section happens before
-        // ours).
+        // withdrawal of our predecessor, or holds us, before we read it) or
+        // of the grant's swap (the granting holder's critical section happens
+        // before ours).
         let st = q.status.load(Ordering::Acquire);
-        if st == target {
+        // A head given its predecessor's registration may be granted the
+        // lock before it sees head-ship: the grant is head-ship too.
+        if st == target || (target == HEAD && st == GRANTED) {
             return;
         }
         if st == running && spin.spin() {
@@ -353,99 +400,165 @@ fn wake_ahead(sn: &Snode, q: &QNode) {
     }
 }
 
+/// Waits for a successor that swapped the tail but has not linked itself
+/// yet: pause rounds, then yields, so that a successor preempted between its
+/// swap and its link gets a CPU (the caller may hold the lock).
+fn wait_for_link(q: &QNode) -> &QNode {
+    let mut round = 0u32;
+    loop {
+        // Acquire: pairs with the successor's Release link (its node initialised).
+        let next = q.next.load(Ordering::Acquire);
+        if !next.is_null() {
+            // SAFETY: a linked successor waits for head-ship from us, so its
+            // node is alive.
+            return unsafe { &*next };
+        }
+        round = round.saturating_add(1);
+        spin_round(round.min(crate::cohort::PAUSE_ROUNDS + 1));
+    }
+}
+
 /// Passes head-ship of `sn`'s queue from `q` to its successor, or empties the
 /// queue. After this nobody references `q`.
-fn pass_headship(sn: &Snode, q: &QNode) {
+///
+/// With `token` (the caller holds the lock and carries its node's
+/// registration: a `HEAD_ONE` in the word, see [`compete`]) the successor
+/// inherits the registration: it is put in the snode's slot, tagged as not
+/// yet running, before head-ship passes, so the next unlock of this node can
+/// grant it even before it runs, and the word is not written. Without a
+/// successor the token is given back (`-HEAD_ONE`).
+fn pass_headship(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) {
     let queue = &sn.hot.queue;
     // Acquire: pairs with the successor's Release link (its node initialised).
     let mut next = q.next.load(Ordering::Acquire);
     if next.is_null() {
         let me = q as *const QNode as *mut QNode;
-        // Relaxed: the next arrival becomes head without reading anything of
-        // ours. In particular we never wrote the snode's registration slot: a
-        // head registers only with a successor linked behind it (`compete`),
-        // and a head with a successor passes head-ship below instead of
-        // emptying the queue, so nothing of ours in the slot can be ordered
-        // after the next head's registration. (With registration not tied to a
-        // successor, this CAS would need Release, paired with the arrival's
-        // Acquire `tail` swap, or a late clear could erase the next head's
-        // registration: `queue_grant_and_headship_within_a_node` deadlocked
-        // that way.) On failure a successor swapped `tail` and is about to link.
+        // Release on success: the next arrival (its Acquire tail swap reads
+        // this) becomes head and may register in the snode's slot; our
+        // clearing of the slot (a head that took the word by CAS, see
+        // `compete`) must come before that registration in the slot's
+        // modification order, or it could erase it and leave that head
+        // waiting for a grant nobody can give. On failure a successor
+        // swapped `tail` and is about to link.
         if queue
             .tail
-            .compare_exchange(me, ptr::null_mut(), Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(me, ptr::null_mut(), Ordering::Release, Ordering::Relaxed)
             .is_ok()
         {
+            count!(snode_write(sn));
+            if token {
+                // Relaxed: we hold the lock; the count only routes unlocks
+                // (see `register`).
+                cohort.state.fetch_sub(HEAD_ONE, Ordering::Relaxed);
+                count!(word_write());
+            }
             return;
         }
-        loop {
-            next = q.next.load(Ordering::Acquire);
-            if !next.is_null() {
-                break;
-            }
-            sync::spin_loop();
-        }
+        next = wait_for_link(q) as *const QNode as *mut QNode;
     }
     // SAFETY: a linked successor waits for head-ship from us, so its node is alive.
     let next = unsafe { &*next };
-    // Release: our clearing of the snode's registration slot happens before
-    // the successor registers in it (it loads its status with Acquire).
+    // Computed before the hand-over: after the swap the node may be gone.
+    let key = next.park_key();
+    if token {
+        // Relaxed: published by the Release swap below.
+        next.token.store(1, Ordering::Relaxed);
+        // Relaxed: we hold the lock, so no holder claims before our own
+        // unlock (program order) or before an unlock that follows ours (the
+        // lock orders it); the successor reads the slot after the Release
+        // swap below.
+        queue_head(sn).store(tagged(next), Ordering::Relaxed);
+        count!(snode_write(sn));
+    }
+    // Release: our clearing of the snode's registration slot (or the token
+    // and the slot we just set) happens before the successor reads them (it
+    // loads its status with Acquire).
     if next.status.swap(HEAD, Ordering::Release) == PARKED {
         #[cfg(feature = "stats")]
         crate::stats::count(&sn.stats.wakeups);
         // SAFETY: the key is a queue node's key (see `QNode::park_key`); the
         // callback returns the default token and touches nothing.
-        unsafe { sync::unpark_one(next.park_key(), |_| sync::UnparkToken(0)) };
+        unsafe { sync::unpark_one(key, |_| sync::UnparkToken(0)) };
     }
 }
 
+/// `p` with the slot's "not yet running" tag.
+#[inline]
+fn tagged(p: &QNode) -> *mut QNode {
+    (p as *const QNode as *mut QNode).map_addr(|a| a | NOT_RUNNING)
+}
+
 /// The head's wait: registers (if the word's head count has room), then spins
-/// on the word and on its own status. `Some(granted)` once it holds the lock;
-/// `None` once it spent its budget and withdrew (it still is the head and
-/// must pass head-ship on).
-fn compete(cohort: &Cohort, sn: &Snode, q: &QNode) -> Option<bool> {
+/// on the word and on its own status. `Some((granted, token))` once it holds
+/// the lock (`token`: it still carries its node's registration, which
+/// [`pass_headship`] hands on); `None` once it spent its budget and withdrew
+/// (it still is the head and must pass head-ship on).
+///
+/// A head that inherited its predecessor's token (`token`) is registered
+/// already: it first clears the slot's not-running tag.
+fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool, bool)> {
     let me = q as *const QNode as *mut QNode;
-    // Relaxed: only we write our status now, until a holder that claimed us
-    // grants (its claim reads our Release registration, after this store).
-    q.status.store(HEAD, Ordering::Relaxed);
-    let mut registered = false;
-    let mut tried_to_register = false;
-    let mut spin = Spin::new();
+    // Relaxed: only a head without a predecessor is still `WAITING`, and
+    // nothing else writes its status before it registers (our Release
+    // registration publishes this store to a claimer). A head with a
+    // predecessor is `HEAD` already, or `GRANTED`, which must stay.
+    let _ = q
+        .status
+        .compare_exchange(WAITING, HEAD, Ordering::Relaxed, Ordering::Relaxed);
+    let mut registered = token;
+    if registered {
+        // Relaxed: the tag is a hint for unlocks. If the CAS fails, a holder
+        // claimed us and its grant (Release, read with Acquire) follows.
+        if queue_head(sn)
+            .compare_exchange(tagged(q), me, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            count!(snode_write(sn));
+        }
+    }
+    let mut tried_to_register = registered;
+    let mut spin = HeadSpin::new();
     let mut alone = 0u32;
     loop {
-        // Acquire: pairs with the grant's Release store, so the granting
+        // Acquire: pairs with the grant's Release swap, so the granting
         // holder's critical section happens before ours.
         if registered && q.status.load(Ordering::Acquire) == GRANTED {
-            return Some(true);
+            return Some((true, true));
         }
         // Relaxed: a hint for the CAS below, which acquires.
         let s = cohort.state.load(Ordering::Relaxed);
         if s & LOCKED_BIT == 0 {
-            let new = (s | LOCKED_BIT) - if registered { HEAD_ONE } else { 0 };
-            // Acquire: pairs with the Release of the unlock that freed the word.
+            // Acquire: pairs with the Release of the unlock that freed the
+            // word. A registered head keeps its `HEAD_ONE` in the word: it
+            // goes to its successor with head-ship.
             if cohort
                 .state
-                .compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange_weak(s, s | LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
+                count!(word_write());
                 if registered {
-                    // Relaxed: we hold the lock, so no holder can claim us; the
-                    // next head registers after our Release head-ship pass.
+                    // Relaxed: we hold the lock, so no holder can claim us
+                    // (a holder that claimed us grants before it releases,
+                    // and then the word was never free for us); the next
+                    // head registers after our Release head-ship pass or
+                    // tail CAS.
                     queue_head(sn).store(ptr::null_mut(), Ordering::Relaxed);
+                    count!(snode_write(sn));
                 }
-                return Some(false);
+                return Some((false, registered));
             }
             continue;
         }
         // Relaxed: a hint (a successor links with Release; we read its node
         // only in `pass_headship`, with Acquire).
         let crowded = !q.next.load(Ordering::Relaxed).is_null();
-        if crowded {
+        if crowded || registered {
             if !tried_to_register && spin.rounds() >= REGISTER_AFTER_ROUNDS {
                 tried_to_register = true;
                 registered = register(cohort, sn, me);
             }
-            if spin.spin() {
+            if spin.spin(cohort) {
                 continue;
             }
         } else if alone < spin_rounds() {
@@ -463,18 +576,82 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode) -> Option<bool> {
         }
         // Withdraw. Relaxed: on success nothing is published (no holder will
         // touch our node); on failure a holder claimed us and its grant (a
-        // Release store we read with Acquire) follows.
+        // Release store we read with Acquire) follows. The slot holds us
+        // untagged: a holder claims only what it read, and we cleared the
+        // tag above (or registered untagged).
         if queue_head(sn)
             .compare_exchange(me, ptr::null_mut(), Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
+            count!(snode_write(sn));
             // Relaxed: the count is a hint for unlockers (they claim through
             // `head`); every change is an RMW of the word.
             cohort.state.fetch_sub(HEAD_ONE, Ordering::Relaxed);
+            count!(word_write());
             return None;
         }
         wait_for_status(sn, q, HEAD, GRANTED);
-        return Some(true);
+        return Some((true, true));
+    }
+}
+
+/// The budget of a head with others queued behind it (or a registration
+/// to keep): pause rounds, then yields. On a lock whose waiters are no more
+/// than the CPUs ([`oversubscribed`] is false, decided once when the yields
+/// start) the head yields at least [`HEAD_YIELDS`] times before it gives up,
+/// whatever the clock says: where every waiter has a CPU a yield returns at
+/// once, and the count, unlike a time, makes the same decision on a machine
+/// whose threads share fewer CPUs ([`config::set_cpus`]). On an
+/// oversubscribed lock it yields for [`YIELD_PHASE`].
+struct HeadSpin {
+    spin: Spin,
+    #[cfg(not(numa_loom))]
+    yields_left: Option<u32>,
+}
+
+/// The least yields of a head on a lock that is not oversubscribed (about
+/// 50 us where a yield returns at once, as [`YIELD_PHASE`]).
+#[cfg(not(numa_loom))]
+const HEAD_YIELDS: u32 = 64;
+
+impl HeadSpin {
+    fn new() -> Self {
+        HeadSpin {
+            spin: Spin::new(),
+            #[cfg(not(numa_loom))]
+            yields_left: None,
+        }
+    }
+
+    fn rounds(&self) -> u32 {
+        self.spin.rounds()
+    }
+
+    fn spin(&mut self, cohort: &Cohort) -> bool {
+        #[cfg(numa_loom)]
+        {
+            let _ = cohort;
+            self.spin.spin()
+        }
+        #[cfg(not(numa_loom))]
+        {
+            if self.spin.rounds() < PAUSE_ROUNDS {
+                return self.spin.spin();
+            }
+            let left = self.yields_left.get_or_insert_with(|| {
+                if oversubscribed(cohort) {
+                    0
+                } else {
+                    HEAD_YIELDS.max(2 * config::batch_bound())
+                }
+            });
+            if *left > 0 {
+                *left -= 1;
+                sync::yield_now();
+                return true;
+            }
+            self.spin.spin()
+        }
     }
 }
 
@@ -493,6 +670,11 @@ fn queue_head(sn: &Snode) -> &AtomicPtr<QNode> {
 /// Registers `me` as `sn`'s head: in the word's head count (at most
 /// [`HEAD_MASK`] / [`HEAD_ONE`] heads), then in the snode. `false` if the
 /// count is full: the head then spins on the word unregistered.
+///
+/// The `HEAD_ONE` is the node's *token*: it stays in the word while the
+/// node's queue has waiters, passed from head to head ([`pass_headship`]),
+/// so a hand-off inside the node does not write the word. It leaves the
+/// word when a head withdraws or the queue empties.
 fn register(cohort: &Cohort, sn: &Snode, me: *mut QNode) -> bool {
     // Relaxed: the count only sends unlocks to the slow path; a holder that
     // sees it claims through `head`, and a claim that comes before our store
@@ -512,51 +694,81 @@ fn register(cohort: &Cohort, sn: &Snode, me: *mut QNode) -> bool {
             Err(x) => s = x,
         }
     }
+    count!(word_write());
     // Release: a holder that claims us (an Acquire CAS reading this store)
     // then stores `GRANTED` after every earlier write to our status (our
     // node's initialisation, the predecessor's `HEAD` we read), so the grant
     // is the last value of our status and we cannot miss it.
     queue_head(sn).store(me, Ordering::Release);
+    count!(snode_write(sn));
     true
 }
 
+/// What [`grant`] did.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// The head has the lock now.
+    Granted,
+    /// No claimable head.
+    NoHead,
+    /// The head has not run since it was given head-ship and the lock is
+    /// oversubscribed: it was left registered, and running threads may
+    /// take the lock first (it takes the word, or the grant of a later
+    /// unlock, once it runs).
+    NotRunning,
+}
+
 /// Holder side: claims `sn`'s registered head, if any, and hands it the lock
-/// (the word stays locked). Returns whether it did. The caller holds the lock
-/// and has done everything it must do while holding it: after the grant the
-/// head owns the lock and the lock may be freed at once.
-pub(crate) fn grant(cohort: &Cohort, sn: &Snode) -> bool {
+/// (the word stays locked). The caller holds the lock and has done
+/// everything it must do while holding it: after the grant the head owns the
+/// lock and the lock may be freed at once.
+///
+/// A head tagged as not yet running (given head-ship while asleep, and not
+/// yet back on a CPU) is passed over when `pass_sleeper` and the lock is
+/// [`oversubscribed`]: a FIFO hand-off to a thread without a CPU would stall
+/// every waiter for its wake-up (CST, section 3.2: pass the lock to an
+/// active waiter). Such a head is granted by the first unlock after it runs.
+pub(crate) fn grant(cohort: &Cohort, sn: &Snode, pass_sleeper: bool) -> Grant {
     let head = queue_head(sn);
     // Relaxed: a hint for the claim.
     let p = head.load(Ordering::Relaxed);
     if p.is_null() {
-        return false;
+        return Grant::NoHead;
     }
-    // Acquire: pairs with the Release of `register`, so our grant below comes
-    // after every earlier write to the head's status in its modification
-    // order. The head's node stays alive until it sees the grant (it waits for
-    // it if its withdrawal fails).
+    if p.addr() & NOT_RUNNING != 0 && pass_sleeper && oversubscribed(cohort) {
+        return Grant::NotRunning;
+    }
+    // Acquire: pairs with the Release of `register` (and, for a tagged
+    // head, with the lock's order: its predecessor set the slot while
+    // holding the lock), so our grant below comes after every earlier write
+    // to the head's status in its modification order. The head's node stays
+    // alive until it sees the grant (it waits for it if its withdrawal
+    // fails).
     if head
         .compare_exchange(p, ptr::null_mut(), Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
-        return false;
+        return Grant::NoHead;
     }
-    // Relaxed: we hold the lock; the count is a hint (see `register`).
-    cohort.state.fetch_sub(HEAD_ONE, Ordering::Relaxed);
+    count!(snode_write(sn));
     #[cfg(feature = "stats")]
     crate::stats::count(&sn.stats.grants);
+    if p.addr() & NOT_RUNNING != 0 {
+        count!(not_running_grant());
+    }
     // SAFETY: a claimed head waits for this swap before it leaves (see the
     // module docs), so its node is alive until then.
-    let p = unsafe { &*p };
+    let p = unsafe { &*p.map_addr(|a| a & !NOT_RUNNING) };
     // Computed before the hand-over: after it the node may be gone.
     let key = p.park_key();
     // Release: hands over the lock: our critical section happens before the
     // head's, which loads its status with Acquire. A swap, not a store: a head
     // that lost its withdrawal to our claim may have gone to sleep.
     if p.status.swap(GRANTED, Ordering::Release) == PARKED {
+        count!(parked_handoff());
         // SAFETY: the key is a queue node's key (see `QNode::park_key`), used
         // as a number only; the callback returns the default token.
         unsafe { sync::unpark_one(key, |_| sync::UnparkToken(0)) };
     }
-    true
+    Grant::Granted
 }

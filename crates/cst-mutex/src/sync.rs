@@ -64,22 +64,6 @@ pub(crate) fn current_node() -> usize {
     }
 }
 
-/// The number of CPUs the process may run on
-/// ([`std::thread::available_parallelism`], read once and cached; 1 if
-/// unknown).
-#[inline]
-pub(crate) fn num_cpus() -> usize {
-    use std::sync::atomic::{AtomicUsize as StdAtomic, Ordering as StdOrdering};
-    static CPUS: StdAtomic = StdAtomic::new(0);
-    let n = CPUS.load(StdOrdering::Relaxed);
-    if n != 0 {
-        return n;
-    }
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    CPUS.store(n, StdOrdering::Relaxed);
-    n
-}
-
 /// Parks the calling thread on `key`: `parking_lot_core::park`, same contract.
 ///
 /// # Safety
@@ -240,6 +224,19 @@ pub(crate) fn set_loom_batch_bound(bound: u32) {
     loom_impl::BATCH.with(|n| n.set(bound));
 }
 
+/// Under loom: whether the calling loom thread's unlocks treat the lock as
+/// oversubscribed (see `queue::oversubscribed`).
+#[cfg(numa_loom)]
+pub(crate) fn loom_oversubscribed() -> bool {
+    loom_impl::OVERSUBSCRIBED.with(|f| f.get())
+}
+
+/// Test hook for loom models: sets [`loom_oversubscribed`].
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_oversubscribed(on: bool) {
+    loom_impl::OVERSUBSCRIBED.with(|f| f.set(on));
+}
+
 /// Under loom: whether the calling loom thread made every fairness check due
 /// (see [`set_loom_fairness_due`]).
 #[cfg(numa_loom)]
@@ -310,6 +307,7 @@ mod loom_impl {
         pub(super) static CLOCK: Cell<u64> = Cell::new(0);
         pub(super) static BATCH: Cell<u32> = Cell::new(0);
         pub(super) static FAIR_DUE: Cell<bool> = Cell::new(false);
+        pub(super) static OVERSUBSCRIBED: Cell<bool> = Cell::new(false);
         pub(super) static HANDED: Cell<bool> = Cell::new(false);
         pub(super) static QPARKED: Cell<bool> = Cell::new(false);
         pub(super) static LOT_PARKED: Cell<bool> = Cell::new(false);
