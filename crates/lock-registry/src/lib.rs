@@ -236,18 +236,26 @@ impl<R: FairMutex + RawMutexTimed<Duration = Duration, Instant = Instant>> Timed
 pub trait CombiningMutex: TimedMutex {
     /// Runs `f` on `*data` under the lock, on this thread or on a combiner
     /// thread of this thread's NUMA node, and returns its result; a panic of
-    /// `f` is resumed on this thread. `f` may run on another thread, so it and
-    /// its result are `Send`, and it must not rely on this thread's
-    /// thread-local state (its NUMA node, its thread id).
+    /// `f` is resumed on this thread. `f` may run on another thread, so it,
+    /// its result and the data are `Send`, and it must not rely on this
+    /// thread's thread-local state (its NUMA node, its thread id). The closure
+    /// always runs on the `data` of its own call: callers may pass their own
+    /// objects, of their own types.
     ///
     /// # Safety
     ///
-    /// `data` points to a `T` accessed only under this lock (by `combine` on
-    /// this lock with the same `data`, or by a holder of this lock), valid
-    /// while any `combine` on this lock runs; the caller does not hold the
-    /// lock (`numa_spin::RawCombiningMutex::combine`'s contract).
+    /// (`numa_spin::RawCombiningMutex::combine`'s contract.)
+    /// - `data` is valid for reads and writes of a `T` until this call
+    ///   returns;
+    /// - while this call runs, every other access to `*data` is made under
+    ///   this lock: by a holder of this lock, or by a closure of a `combine`
+    ///   on this lock with the same pointer.
+    ///
+    /// A caller that holds the lock waits forever, as a second `lock()` would
+    /// (debug builds of numa-spin panic when a closure re-enters its lock).
     unsafe fn combine<T, X, F>(&self, data: *mut T, f: F) -> X
     where
+        T: Send,
         F: FnOnce(&mut T) -> X + Send,
         X: Send;
 }
@@ -259,6 +267,7 @@ where
     #[inline]
     unsafe fn combine<T, X, F>(&self, data: *mut T, f: F) -> X
     where
+        T: Send,
         F: FnOnce(&mut T) -> X + Send,
         X: Send,
     {
@@ -280,12 +289,12 @@ where
     X: Send,
 {
     // SAFETY:
-    // - the data is reached only under the raw lock: through guards of
-    //   `mutex` and by closures combined on the same raw lock with the same
-    //   pointer (only `unsafe` code can unlock the raw lock behind `mutex`'s
-    //   back, and it must not);
-    // - it lives as long as `mutex`, which outlives this call and so every
-    //   closure of it;
+    // - the data is a `T` that lives as long as `mutex`, which outlives this
+    //   call;
+    // - every other access to it is made under the raw lock: through guards
+    //   of `mutex` and by closures combined on the same raw lock with the
+    //   same pointer (only `unsafe` code can unlock the raw lock behind
+    //   `mutex`'s back, and it must not);
     // - a caller that holds the lock waits forever, as a second `lock()`
     //   would: a closure runs only while the raw lock is acquired for it, so
     //   it never overlaps the caller's own access (numa-spin's safe
