@@ -1379,3 +1379,103 @@ fn combining_panic_reaches_its_submitter_only() {
         "the panicking closure never ran on a combiner"
     );
 }
+
+/// Two threads queue behind a held lock, each combining on its own object of
+/// its own type (`[u64; 2]` and `u32`): the first, as combiner, runs the
+/// second's closure, on the second's object.
+#[test]
+fn combining_runs_each_closure_on_its_own_data() {
+    static SERVED_BY_OTHER: AtomicUsize = AtomicUsize::new(0);
+    // Bound 1: the combiner waits in CNA as a queue head (see `model_bounded`).
+    model_bounded(Some(1), || {
+        loom_hooks::reset_loom_enqueues();
+        let lock = Arc::new(Combining::with_config(config(u64::MAX, 10)));
+        lock.raw_lock().acquire();
+        let l0 = lock.clone();
+        let t0 = thread::spawn(move || {
+            let mut words = [10u64, 20];
+            // SAFETY: `words` is this call's own object, reached only by it.
+            unsafe { l0.combine(&raw mut words, |w: &mut [u64; 2]| w[0] += 1) };
+            assert_eq!(words, [11, 20], "a closure ran on another caller's object");
+        });
+        // Thread 0's request, then thread 0 in CNA.
+        wait_for_enqueues(2);
+        let l1 = lock.clone();
+        let t1 = thread::spawn(move || {
+            let me = thread::current().id();
+            let mut x = 7u32;
+            // SAFETY: `x` is this call's own object, reached only by it.
+            let on = unsafe {
+                l1.combine(&raw mut x, |x: &mut u32| {
+                    *x += 100;
+                    thread::current().id()
+                })
+            };
+            assert_eq!(x, 107, "a closure ran on another caller's object");
+            if on != me {
+                SERVED_BY_OTHER.fetch_add(1, StdOrdering::Relaxed);
+            }
+        });
+        wait_for_enqueues(3);
+        // SAFETY: acquired above by this thread.
+        unsafe { lock.raw_lock().release() };
+        t0.join().unwrap();
+        t1.join().unwrap();
+    });
+    assert!(
+        SERVED_BY_OTHER.load(StdOrdering::Relaxed) > 0,
+        "no closure was combined"
+    );
+}
+
+/// A combiner (thread 0) whose successor (thread 1) swapped the queue's tail
+/// but has not linked yet releases the global lock before it waits for the
+/// link: in some executions a `lock()` caller (the main thread) takes the
+/// lock between the combiner's closure and the successor's, which then runs
+/// its own closure as the next combiner. Every closure runs once, under the
+/// lock (loom checks the log's accesses).
+#[test]
+fn combining_unlinked_successor_does_not_hold_the_global_lock() {
+    static GUARD_BETWEEN: AtomicUsize = AtomicUsize::new(0);
+    // Bound 2 (the CI bound): at bound 1 loom reaches no execution in which
+    // thread 1 stops between its swap and its link while the others go on.
+    model_bounded(Some(2), || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = CombineShared::new();
+        shared.lock.raw_lock().acquire();
+        let mut handles = Vec::new();
+        for i in 0..2 {
+            let s = shared.clone();
+            handles.push(thread::spawn(move || s.append(i)));
+            // Thread 0 enqueues its request, then, as the combiner, itself in
+            // CNA; thread 1 swaps the tail (and links, maybe later).
+            wait_for_enqueues(i + 2);
+        }
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.raw_lock().release() };
+        shared.lock.raw_lock().acquire();
+        shared.data.log.with_mut(|v| {
+            // SAFETY: we hold the lock, under which every access to the log is.
+            unsafe { (*v).push(9) }
+        });
+        // SAFETY: acquired just above by this thread.
+        unsafe { shared.lock.raw_lock().release() };
+        let ran_on: Vec<_> = handles.into_iter().map(|h| h.join().unwrap().0).collect();
+        let log = shared.log();
+        let mut sorted = log.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 1, 9], "a closure was lost or ran twice");
+        if log == [0, 9, 1] {
+            assert_ne!(ran_on[1], ran_on[0], "thread 1 was not handed combining");
+            GUARD_BETWEEN.fetch_add(1, StdOrdering::Relaxed);
+        }
+    });
+    assert!(
+        loom_hooks::loom_event_count("combine-unlinked-successor") > 0,
+        "no combiner met an unlinked successor"
+    );
+    assert!(
+        GUARD_BETWEEN.load(StdOrdering::Relaxed) > 0,
+        "no guard got the lock while a combiner waited for an unlinked successor"
+    );
+}
