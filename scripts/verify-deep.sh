@@ -50,7 +50,9 @@ for s in "${steps[@]}"; do
                 -f crates/numa-spin/src/timed.rs -f crates/numa-spin/src/hq/mod.rs
                 -f crates/numa-spin/src/hq/switch.rs -f crates/numa-spin/src/hq/plain.rs
                 -f crates/numa-spin/src/hq/numa.rs -f crates/numa-spin/src/hq/pool.rs
-                -f crates/numa-spin/src/node.rs -f crates/numa-spin/src/backoff.rs)
+                -f crates/numa-spin/src/node/mod.rs -f crates/numa-spin/src/node/registry.rs
+                -f crates/numa-spin/src/node/handoff.rs -f crates/numa-spin/src/node/head_wait.rs
+                -f crates/numa-spin/src/node/steal.rs -f crates/numa-spin/src/backoff.rs)
                 loom_features=loom,lock-tests/loom ;;
             cst-mutex) files=(-f crates/cst-mutex/src/cohort.rs -f crates/cst-mutex/src/raw_rwlock.rs
                 -f crates/cst-mutex/src/raw_condvar.rs -f crates/cst-mutex/src/snode.rs)

@@ -20,10 +20,7 @@ use numa_lock_registry::{
     LockApi, LockApiVisitor, LockInfo, MutexFamily, RwLockFamily, Visitor,
 };
 
-/// Counters a lock reports about itself (its `stats` feature), by counter name.
-///
-/// Empty for locks without counters. The keys are the lock crate's own field names.
-pub type LockStats = std::collections::BTreeMap<String, u64>;
+pub use crate::ours::LockStats;
 
 /// A mutual-exclusion lock protecting a `T`, as the workloads drive it: the
 /// registry's [`DataMutex`] plus the lock's own counters.

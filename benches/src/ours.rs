@@ -12,8 +12,12 @@
 
 use std::any::Any;
 
-use crate::locks::LockStats;
 use numa_lock_registry::LockApi;
+
+/// Counters a lock reports about itself (its `stats` feature), by counter name.
+///
+/// Empty for locks without counters. The keys are the lock crate's own field names.
+pub type LockStats = std::collections::BTreeMap<String, u64>;
 
 #[cfg(feature = "lock-stats")]
 fn spin_stats(s: numa_spin::Stats) -> LockStats {

@@ -43,7 +43,7 @@ impl Drop for SavedErrno {
 
 #[used]
 #[unsafe(link_section = ".init_array")]
-static CONSTRUCTOR: extern "C" fn() = mode::constructor;
+static CONSTRUCTOR: extern "C" fn() = crate::init::constructor;
 
 #[used]
 #[unsafe(link_section = ".fini_array")]

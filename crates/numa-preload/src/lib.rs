@@ -68,11 +68,13 @@ compile_error!(
     "numa-preload supports x86-64 Linux with glibc only (it reuses glibc's lock layouts)"
 );
 
+mod buf;
 pub mod cancel;
 pub mod cond;
 mod exports;
 #[cfg(feature = "test-hooks")]
 mod hooks;
+mod init;
 pub mod layout;
 pub mod mode;
 pub mod mutex;

@@ -142,7 +142,7 @@ fn decide() -> Mode {
 /// status 2 (`_exit`: no atexit handler runs, none can take a lock).
 #[cold]
 fn die_bad_value(value: &[u8]) -> ! {
-    let mut buf = crate::stats::Buf::new();
+    let mut buf = crate::buf::Buf::new();
     buf.push(b"numa-preload: NUMA_LOCK=\"");
     buf.push(value);
     buf.push(b"\" is not a lock; accepted values: cna, hq, queued, cst, pthread (unset: cst)\n");
@@ -155,32 +155,13 @@ fn die_bad_value(value: &[u8]) -> ! {
 /// and do not fit in a `pthread_mutex_t`: stop rather than run something else.
 #[cold]
 fn die_unfit(mode: Mode) -> ! {
-    let mut buf = crate::stats::Buf::new();
+    let mut buf = crate::buf::Buf::new();
     buf.push(b"numa-preload: NUMA_LOCK=");
     buf.push(mode.name().as_bytes());
     buf.push(b" needs numa-spin without its `stats` feature (the lock must fit in pthread_mutex_t); build with `cargo build --release -p numa-preload`\n");
     buf.write_stderr();
     // SAFETY: `_exit` takes no pointer and never returns.
     unsafe { libc::_exit(2) }
-}
-
-/// Decides the mode (exiting on a bad `NUMA_LOCK`) and resolves glibc's
-/// functions: the library's constructor.
-#[cfg_attr(test, allow(dead_code))]
-pub(crate) extern "C" fn constructor() {
-    let mode = current();
-    // Do the locks' one-time set-up here rather than in a first contended
-    // acquisition: numa-spin's tunables (read from the environment, which
-    // allocates) and the NUMA node map (sysfs reads) behind `current_node`.
-    if mode != Mode::Pthread {
-        let _ = numa_spin::Config::global();
-        let _ = numa_topology::current_node();
-        crate::cancel::forget_at_fork();
-    }
-    crate::real::resolve_all();
-    crate::stats::init();
-    #[cfg(feature = "test-hooks")]
-    crate::hooks::resolve();
 }
 
 #[cfg(test)]

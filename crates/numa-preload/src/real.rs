@@ -48,7 +48,7 @@ impl Sym {
             }
         };
         if p.is_null() {
-            let mut b = crate::stats::Buf::new();
+            let mut b = crate::buf::Buf::new();
             b.push(b"numa-preload: glibc has no ");
             b.push(self.name.to_bytes());
             b.push(b"\n");

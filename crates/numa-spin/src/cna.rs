@@ -47,8 +47,9 @@
 
 use crate::config::{Config, Tunables};
 use crate::node::{self, HEAD, HEAD_OWNER, HeadState, Me, QNode, WAIT, registry};
-use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, RawLock, TAIL_FLAGS, TAIL_SHIFT, UNLOCKED};
+use crate::raw_lock::RawLock;
 use crate::sync::{self, Ordering};
+use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_FLAGS, TAIL_SHIFT, UNLOCKED};
 
 /// The NUMA node recorded in the node named by `code`.
 ///
@@ -88,7 +89,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         let my_numa = node::before_enqueue();
         match node::current() {
             Some(me) => {
-                let _enqueued = node::Enqueued::begin();
+                let _enqueued = crate::lazy::Enqueued::begin();
                 self.lock_queued(me, my_numa, &cfg);
                 if me.borrowed {
                     // We hold the lock, so our node is in no queue and no other
@@ -504,10 +505,10 @@ mod tests {
             &self.tail
         }
         fn newest(t: u32) -> u32 {
-            t >> crate::raw_lock::TAIL_SHIFT
+            t >> crate::word::TAIL_SHIFT
         }
         fn naming(code: u32) -> u32 {
-            code << crate::raw_lock::TAIL_SHIFT
+            code << crate::word::TAIL_SHIFT
         }
     }
 
@@ -516,7 +517,7 @@ mod tests {
     /// nobody can steal the lock past the queue.
     #[test]
     fn strict_fifo_keeps_no_steal_across_enqueues() {
-        use crate::raw_lock::NO_STEAL;
+        use crate::word::NO_STEAL;
         let lock = std::sync::Arc::new(RawTunedMutex::with_config(&STRICT));
         lock.acquire();
         let mut waiters = Vec::new();
@@ -672,7 +673,7 @@ mod tests {
             numa_topology::set_current_thread_node(Some(1));
             l.acquire();
             o.lock().unwrap().push("X");
-            let mut codes = vec![l.tail.load(StdOrdering::SeqCst) >> crate::raw_lock::TAIL_SHIFT];
+            let mut codes = vec![l.tail.load(StdOrdering::SeqCst) >> crate::word::TAIL_SHIFT];
             let w = queue_named(&l, &o, &mut codes, "W", 1);
             let z = queue_named(&l, &o, &mut codes, "Z", 0);
             // Y, the head, scans while it waits: give it time to link Z right

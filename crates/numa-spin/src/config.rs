@@ -310,7 +310,7 @@ impl Config {
     /// other callers, including a re-entrant call on the same thread from a lock
     /// inside the `#[global_allocator]`, get [`Config::DEFAULT`].
     pub fn global() -> &'static Config {
-        crate::node::lazy_read();
+        crate::lazy::lazy_read();
         static GLOBAL: OnceLock<Config> = OnceLock::new();
         static READING: AtomicBool = AtomicBool::new(false);
         if let Some(config) = GLOBAL.get() {

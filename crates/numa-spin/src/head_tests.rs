@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::Config;
 use crate::node;
-use crate::raw_lock::{HEAD_ASLEEP, NO_STEAL, TAIL_FLAGS};
+use crate::word::{HEAD_ASLEEP, NO_STEAL, TAIL_FLAGS};
 
 /// A queue lock whose head waits with [`crate::node::HeadWait`], as the tests
 /// see it.

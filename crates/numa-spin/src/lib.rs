@@ -152,6 +152,7 @@ mod glue;
 #[cfg(all(test, not(numa_loom)))]
 mod head_tests;
 pub mod hq;
+mod lazy;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
@@ -164,6 +165,7 @@ mod stats;
 mod sync;
 #[cfg(not(numa_loom))]
 pub mod timed;
+mod word;
 
 /// The `lock_api` (0.5) this crate implements, re-exported as parking_lot does, so
 /// code can name the traits (`numa_spin::lock_api::RawMutex`) without its own
@@ -181,15 +183,17 @@ pub use config::{
 #[cfg(not(numa_loom))]
 pub use fair::{FairMutex, FairMutexGuard, MappedFairMutexGuard, RawFairMutex};
 pub use hq::{HqMutex, HqMutexGuard, RawHqLock, RawHqMutex};
+#[cfg(feature = "arc_lock")]
+pub use mutex::ArcMutexGuard;
 #[cfg(feature = "stats")]
 pub use mutex::stats_of;
-#[cfg(feature = "arc_lock")]
-pub use mutex::{ArcMutexGuard, ArcReentrantMutexGuard};
 pub use mutex::{
     MappedMutexGuard, Mutex, MutexGuard, QueuedMutex, QueuedMutexGuard, RawMutex, RawQueuedMutex,
     RawTunedMutex, RawTunedQueuedMutex, TunedMutex, TunedMutexGuard,
 };
 pub use raw_lock::RawLock;
+#[cfg(feature = "arc_lock")]
+pub use remutex::ArcReentrantMutexGuard;
 pub use remutex::{MappedReentrantMutexGuard, RawThreadId, ReentrantMutex, ReentrantMutexGuard};
 #[cfg(feature = "stats")]
 pub use stats::Stats;

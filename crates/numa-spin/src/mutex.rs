@@ -59,12 +59,6 @@ pub type MappedMutexGuard<'a, T> = lock_api::MappedMutexGuard<'a, RawMutex, T>;
 #[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
 pub type ArcMutexGuard<T> = lock_api::ArcMutexGuard<RawMutex, T>;
 
-/// An owned guard of an `Arc<ReentrantMutex<T>>` (feature `arc_lock`).
-#[cfg(feature = "arc_lock")]
-#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
-pub type ArcReentrantMutexGuard<T> =
-    lock_api::ArcReentrantMutexGuard<RawMutex, crate::RawThreadId, T>;
-
 /// A mutex backed by [`RawQueuedMutex`] (no NUMA reordering).
 pub type QueuedMutex<T> = lock_api::Mutex<RawQueuedMutex, T>;
 

@@ -58,27 +58,7 @@
 
 use crate::config::{Global, Tunables};
 use crate::sync::{AtomicU32, Ordering};
-
-/// `locked`: free.
-pub(crate) const UNLOCKED: u32 = 0;
-/// `locked`: held.
-pub(crate) const LOCKED: u32 = 1;
-/// `locked`: held, released by `unlock_fair` to the queue head, which takes it
-/// with a CAS `HANDED -> LOCKED` (the token is consumed exactly once, even by a head
-/// whose view of the word is stale).
-pub(crate) const HANDED: u32 = 2;
-
-/// `tail` bit 0: lock stealing forbidden.
-pub(crate) const NO_STEAL: u32 = 1;
-/// `tail` bit 1: the queue head is not running: it was parked when head-ship
-/// reached it and has not run since, or it naps (see `crate::cna`). A hint
-/// (every access is Relaxed): arrivals that see it spin for the free lock
-/// instead of queueing behind a head that cannot take it.
-pub(crate) const HEAD_ASLEEP: u32 = 2;
-/// Both flag bits of `tail`.
-pub(crate) const TAIL_FLAGS: u32 = NO_STEAL | HEAD_ASLEEP;
-/// `tail`: the queue tail's code is `tail >> TAIL_SHIFT`.
-pub(crate) const TAIL_SHIFT: u32 = 2;
+use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_SHIFT, UNLOCKED};
 
 /// The queue spinlock, generic over NUMA reordering and where its tunables live.
 ///

@@ -59,3 +59,9 @@ pub type ReentrantMutexGuard<'a, T> = lock_api::ReentrantMutexGuard<'a, RawMutex
 /// A [`ReentrantMutexGuard`] narrowed to a part of the data.
 pub type MappedReentrantMutexGuard<'a, T> =
     lock_api::MappedReentrantMutexGuard<'a, RawMutex, RawThreadId, T>;
+
+/// An owned guard of an `Arc<ReentrantMutex<T>>` (feature `arc_lock`).
+#[cfg(feature = "arc_lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
+pub type ArcReentrantMutexGuard<T> =
+    lock_api::ArcReentrantMutexGuard<RawMutex, crate::RawThreadId, T>;

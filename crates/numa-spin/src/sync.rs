@@ -229,7 +229,7 @@ mod futex {
 #[cfg(not(numa_loom))]
 #[inline]
 pub(crate) fn current_node() -> u32 {
-    crate::node::lazy_read();
+    crate::lazy::lazy_read();
     // Node indices are OS indices (< 2^16 on Linux); saturate rather than wrap.
     u32::try_from(numa_topology::current_node()).unwrap_or(u32::MAX)
 }

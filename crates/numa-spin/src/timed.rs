@@ -39,8 +39,8 @@ use crate::backoff::SpinWait;
 use crate::config::{Config, Tunables};
 use crate::hq::RawHqLock;
 use crate::raw_lock::RawLock;
-use crate::raw_lock::{NO_STEAL, UNLOCKED};
 use crate::sync::{AtomicU32, Ordering};
+use crate::word::{NO_STEAL, UNLOCKED};
 
 /// What the timed polling needs of a raw lock: its fast path's single attempt,
 /// its blocking acquisition (for a timeout too large to represent), its lock

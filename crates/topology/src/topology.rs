@@ -1,7 +1,7 @@
 //! The [`Topology`] value and the PU-to-node rule.
 
 use crate::error::TopologyError;
-use crate::virtual_layout::VirtualLayout;
+use crate::virtual_layout::{Kind, VirtualLayout};
 
 /// Where a [`Topology`] came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -304,6 +304,42 @@ fn most_local_node(nodes: &[NumaNode], pu: usize) -> Option<usize> {
         .map(|n| n.os_index)
 }
 
+impl Topology {
+    /// A virtual topology: `layout` applied to the PUs `online_cpus`. One
+    /// package, one core per PU, virtual nodes `0..layout.node_count()`, no
+    /// distance matrix. For explicit layouts the PUs are the CPUs listed.
+    ///
+    /// # Errors
+    /// [`TopologyError::Inconsistent`] if `online_cpus` lists a CPU twice.
+    pub fn from_virtual(
+        layout: &VirtualLayout,
+        online_cpus: &[usize],
+    ) -> Result<Self, TopologyError> {
+        let per_node = layout.cpus_per_node(online_cpus);
+        let pus: Vec<usize> = match layout.kind {
+            Kind::Spread(_) => online_cpus.to_vec(),
+            Kind::Explicit(_) => {
+                let mut all: Vec<usize> = per_node.iter().flatten().copied().collect();
+                all.sort_unstable();
+                all
+            }
+        };
+        let nodes = per_node
+            .into_iter()
+            .enumerate()
+            .map(|(i, cpus)| NumaNode::new(i, cpus, None))
+            .collect();
+        Topology::from_parts(
+            TopologySource::Virtual(layout.clone()),
+            1,
+            pus.len(),
+            pus,
+            nodes,
+            None,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,5 +421,20 @@ mod tests {
             Some(vec![vec![10, 20]]),
         );
         assert!(matches!(bad_matrix, Err(TopologyError::Inconsistent(_))));
+    }
+
+    #[test]
+    fn virtual_topology_maps_pus() {
+        let l: VirtualLayout = "0,2;1,3;".parse().unwrap();
+        let t = Topology::from_virtual(&l, &[0, 1, 2, 3]).unwrap();
+        assert_eq!(t.numa_node_os_indexes(), vec![0, 1, 2]);
+        assert_eq!(t.pu_to_node(2), Some(0));
+        assert_eq!(t.pu_to_node(3), Some(1));
+        assert_eq!(t.cpuless_numa_nodes(), 1);
+        assert_eq!(t.pu_count(), 4);
+        assert_eq!(t.distances(), None);
+        let s = Topology::from_virtual(&VirtualLayout::spread(2).unwrap(), &[0, 1, 2, 3]).unwrap();
+        assert_eq!(s.node_pus(1), Some(&[2, 3][..]));
+        assert_eq!(s.pu_to_node(1), Some(0));
     }
 }

@@ -2,7 +2,6 @@
 
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
 use crate::error::{CpuListError, LayoutError, LayoutErrorReason, TopologyError};
-use crate::topology::{NumaNode, Topology, TopologySource};
 use crate::{MAX_CPUS, MAX_NODES};
 use std::fmt;
 use std::str::FromStr;
@@ -46,11 +45,11 @@ use std::str::FromStr;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct VirtualLayout {
-    kind: Kind,
+    pub(crate) kind: Kind,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Kind {
+pub(crate) enum Kind {
     Spread(usize),
     Explicit(Vec<Vec<usize>>),
 }
@@ -212,42 +211,6 @@ impl Checker {
         Ok(VirtualLayout {
             kind: Kind::Explicit(self.nodes),
         })
-    }
-}
-
-impl Topology {
-    /// A virtual topology: `layout` applied to the PUs `online_cpus`. One
-    /// package, one core per PU, virtual nodes `0..layout.node_count()`, no
-    /// distance matrix. For explicit layouts the PUs are the CPUs listed.
-    ///
-    /// # Errors
-    /// [`TopologyError::Inconsistent`] if `online_cpus` lists a CPU twice.
-    pub fn from_virtual(
-        layout: &VirtualLayout,
-        online_cpus: &[usize],
-    ) -> Result<Self, TopologyError> {
-        let per_node = layout.cpus_per_node(online_cpus);
-        let pus: Vec<usize> = match layout.kind {
-            Kind::Spread(_) => online_cpus.to_vec(),
-            Kind::Explicit(_) => {
-                let mut all: Vec<usize> = per_node.iter().flatten().copied().collect();
-                all.sort_unstable();
-                all
-            }
-        };
-        let nodes = per_node
-            .into_iter()
-            .enumerate()
-            .map(|(i, cpus)| NumaNode::new(i, cpus, None))
-            .collect();
-        Topology::from_parts(
-            TopologySource::Virtual(layout.clone()),
-            1,
-            pus.len(),
-            pus,
-            nodes,
-            None,
-        )
     }
 }
 
@@ -478,20 +441,5 @@ mod tests {
             l3.cpus_per_node(&[10, 2, 4, 6, 8]),
             vec![vec![2, 4], vec![6, 8], vec![10]]
         );
-    }
-
-    #[test]
-    fn virtual_topology_maps_pus() {
-        let l: VirtualLayout = "0,2;1,3;".parse().unwrap();
-        let t = Topology::from_virtual(&l, &[0, 1, 2, 3]).unwrap();
-        assert_eq!(t.numa_node_os_indexes(), vec![0, 1, 2]);
-        assert_eq!(t.pu_to_node(2), Some(0));
-        assert_eq!(t.pu_to_node(3), Some(1));
-        assert_eq!(t.cpuless_numa_nodes(), 1);
-        assert_eq!(t.pu_count(), 4);
-        assert_eq!(t.distances(), None);
-        let s = Topology::from_virtual(&VirtualLayout::spread(2).unwrap(), &[0, 1, 2, 3]).unwrap();
-        assert_eq!(s.node_pus(1), Some(&[2, 3][..]));
-        assert_eq!(s.pu_to_node(1), Some(0));
     }
 }

@@ -127,10 +127,10 @@ mod switch;
 
 use crate::config::{Config, Global, Tunables};
 use crate::node::{self, registry};
-use crate::raw_lock::{HANDED, LOCKED, NO_STEAL, TAIL_FLAGS, UNLOCKED};
 #[cfg(feature = "stats")]
 use crate::sync;
 use crate::sync::{AtomicU32, Ordering};
+use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_FLAGS, UNLOCKED};
 use switch::Entry;
 
 /// `tail` bit 2: NUMA mode (the word names a [`Meta`](pool::Meta)); clear: plain mode.
@@ -394,7 +394,7 @@ impl<T: Tunables> RawHqLock<T> {
             node::lock_unqueued(&self.locked, &cfg);
             return;
         };
-        let _enqueued = node::Enqueued::begin();
+        let _enqueued = crate::lazy::Enqueued::begin();
         match self.enter(me, &cfg) {
             Some(Entry::Plain(pred)) => self.lock_plain(me, pred, &cfg),
             Some(Entry::Numa(m)) => self.lock_numa(me, m, numa, &cfg),
@@ -500,7 +500,7 @@ crate::glue::raw_mutex_glue! {
 mod tests {
     use super::*;
     use crate::head_tests::TestLock;
-    use crate::raw_lock::HEAD_ASLEEP;
+    use crate::word::HEAD_ASLEEP;
     use std::sync::atomic::AtomicU64;
     use std::sync::{RwLock, RwLockReadGuard};
     use std::time::{Duration, Instant};

@@ -8,8 +8,8 @@ use super::{
 };
 use crate::config::{Config, Tunables};
 use crate::node::{self, Me, registry};
-use crate::raw_lock::TAIL_FLAGS;
 use crate::sync::{self, Ordering};
+use crate::word::TAIL_FLAGS;
 
 impl<T: Tunables> RawHqLock<T> {
     /// Plain queued mode: qspinlock's MCS queue (as `RawQueuedMutex`).
@@ -78,7 +78,7 @@ impl<T: Tunables> RawHqLock<T> {
 mod tests {
     use super::*;
     use crate::head_tests::queue_tail_reader;
-    use crate::raw_lock::NO_STEAL;
+    use crate::word::NO_STEAL;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 

@@ -10,8 +10,8 @@ use super::{
 };
 use crate::config::{Config, Tunables};
 use crate::node::{self, Me, registry};
-use crate::raw_lock::{NO_STEAL, TAIL_FLAGS};
 use crate::sync::{self, Ordering};
+use crate::word::{NO_STEAL, TAIL_FLAGS};
 
 /// How a waiter entered the queues.
 pub(super) enum Entry {

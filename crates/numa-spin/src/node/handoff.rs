@@ -1,0 +1,91 @@
+//! The hand-off words: a waiter's wait for a signal ([`wait_signal`]), the signal
+//! ([`signal`]) and the wait for a queue link ([`wait_link`]).
+
+use super::registry::{PARKED, WAIT};
+use crate::sync::{AtomicU32, Ordering};
+
+/// Waits until `word` (a queue node's `locked`, or an HQ node queue's `gwait`)
+/// holds neither [`WAIT`] nor [`PARKED`], and returns the value read (with
+/// Acquire). The waiter's side of every hand-off of this crate (CNA's head-ship,
+/// HQ's local and remote hand-offs); [`signal`] is the other side.
+///
+/// Spins for the spin budget, then, with [`WaitPolicy::Park`], parks on the word
+/// (paravirt qspinlock's `pv_wait_node`): the waiter announces it by turning
+/// `WAIT` into `PARKED`, and [`signal`] swaps the word and wakes it if it saw
+/// `PARKED` (`pv_kick`). A waiter far from the head then leaves its CPU to the
+/// threads that can make progress instead of yielding it back and forth (seed
+/// 001: on an oversubscribed or virtualized machine a spinning waiter burns the
+/// time slice its predecessor needs). With [`WaitPolicy::Yield`] it yields.
+///
+/// [`WaitPolicy::Park`]: crate::WaitPolicy::Park
+/// [`WaitPolicy::Yield`]: crate::WaitPolicy::Yield
+#[cfg_attr(numa_loom, track_caller)]
+pub(crate) fn wait_signal(word: &AtomicU32, cfg: &crate::Config) -> u32 {
+    let park = cfg.wait_policy == crate::WaitPolicy::Park;
+    let mut spin = crate::backoff::SpinWait::new(cfg.spin_budget_ns);
+    loop {
+        // Acquire: pairs with the Release swap in `signal`, making everything the
+        // signalling thread did before it (hand-off cells, queue links it
+        // rewrote, for a hand-over of the lock its critical section) visible.
+        let v = word.load(Ordering::Acquire);
+        if v != WAIT && v != PARKED {
+            return v;
+        }
+        if park && spin.is_yielding() {
+            // Relaxed: the CAS only announces that we sleep; the signaller's swap
+            // then sees PARKED (or we see its value and do not sleep). What we
+            // wait for is read by the Acquire load above.
+            if v == PARKED
+                || word
+                    .compare_exchange(WAIT, PARKED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                // Returns at once if the word is no longer PARKED (the swap came
+                // first), on a wake-up, or spuriously; the loop re-checks.
+                crate::sync::park(word, PARKED);
+            }
+            continue;
+        }
+        spin.snooze();
+    }
+}
+
+/// Stores `value` (not [`WAIT`] nor [`PARKED`]) into a word a thread waits on in
+/// [`wait_signal`], waking it if it parked.
+///
+/// A swap with Release: publishes everything the caller did before (the Acquire
+/// load in `wait_signal` pairs with it). After the swap the word's owner may
+/// reuse it at once; the wake-up only names its address, which stays valid
+/// (queue nodes and HQ metadata are never freed), and a stray wake-up of a later
+/// wait on the same word is a spurious one, which `wait_signal` tolerates.
+pub(crate) fn signal(word: &AtomicU32, value: u32) {
+    signal_then(word, value, || {});
+}
+
+/// [`signal`], running `before_wake` between the swap and the wake-up when the
+/// waiter had parked (CNA marks the new queue head asleep there, before it can
+/// run).
+pub(crate) fn signal_then(word: &AtomicU32, value: u32, before_wake: impl FnOnce()) {
+    debug_assert!(value != WAIT && value != PARKED);
+    if word.swap(value, Ordering::Release) == PARKED {
+        before_wake();
+        crate::sync::unpark_one(word);
+    }
+}
+
+/// Waits until the link `word` (a queue node's `next`, an HQ node queue's
+/// `gnext`) is set by a thread that already swapped itself into the matching
+/// tail, and returns it (read with Acquire: pairs with the Release store of the
+/// link, so the linked node's initialization is visible).
+#[cfg_attr(numa_loom, track_caller)]
+pub(crate) fn wait_link(word: &AtomicU32, cfg: &crate::Config) -> u32 {
+    let mut spin = crate::backoff::SpinWait::new(cfg.spin_budget_ns);
+    loop {
+        // Acquire: see above.
+        let n = word.load(Ordering::Acquire);
+        if n != 0 {
+            return n;
+        }
+        spin.snooze();
+    }
+}

@@ -1,0 +1,147 @@
+//! Queue nodes: one per thread, in a global registry, named by a 30-bit code.
+//!
+//! # Why per-thread nodes in a registry
+//!
+//! The lock word must stay at 8 bytes, so its tail cannot hold a 64-bit pointer.
+//! Like the kernel's qspinlock, which encodes `(cpu, nesting index)` in the tail
+//! and keeps 4 MCS nodes per CPU, this crate gives every thread that ever has to
+//! wait a *slot* in a process-wide registry of queue nodes and stores `slot + 1`
+//! (the node's *code*, 0 = none) in the tail and in the nodes' `next` links.
+//!
+//! One node per thread suffices: a thread uses its node only while it is inside the
+//! slow path of `lock()` on one lock, and the slow path runs no user code, so a
+//! thread never waits on two locks at once. (The holder is not in the queue: a
+//! thread holding lock A and waiting for lock B has its node in B's queue only.)
+//!
+//! **Not async-signal-safe.** A signal handler that takes *any* numa-spin lock while
+//! the interrupted thread waits in a `lock()` reuses the thread's node while it is
+//! still linked into the first lock's queue, which corrupts that queue (and can
+//! hang or break the exclusion of both locks, not only of the lock waited for).
+//! Do not take these locks in signal handlers, as with `std` and `parking_lot`
+//! locks.
+//!
+//! Nodes are never freed: the registry only grows (in segments of 32, 64, 128, ...
+//! slots of 128 bytes each, a `CachePadded` node), so a code always names valid
+//! memory. A thread takes a slot on its first contended `lock()` and keeps it
+//! until it exits; its thread-local destructor returns the slot to a free list,
+//! and the next thread that needs one recycles it. So the registry's size is the
+//! peak number of live threads that have ever contended (on any numa-spin lock),
+//! not the peak number of simultaneous waiters. A thread whose thread-locals are already destroyed
+//! (a `lock()` from a thread-local destructor) borrows a node from the free list
+//! for that one acquisition and returns it once it holds the lock (its node is in no
+//! queue by then), so it waits in the queue like everyone else. Only if 2^30 - 1
+//! codes are taken, or the system allocator fails, does `current()` return `None`;
+//! the lock then falls back to waiting without a queue node (see
+//! `lock_unqueued`).
+//!
+//! The registry is lock-free and never calls the `#[global_allocator]` (segments
+//! come from [`std::alloc::System`]), so a numa-spin lock can be the lock *inside*
+//! a global allocator: registering a thread on its first contended `lock()` cannot
+//! re-enter the allocator. It uses `std` atomics even under loom: it is
+//! registration, not the modelled algorithm. Under loom the registry is a
+//! per-execution `loom::lazy_static!` so nodes (holding loom atomics) never outlive
+//! the execution that made them.
+
+mod handoff;
+mod head_wait;
+mod registry;
+mod steal;
+
+pub(crate) use handoff::{signal, wait_link, wait_signal};
+pub(crate) use head_wait::{HeadWait, pass_head_ship};
+pub(crate) use registry::{
+    HEAD, HEAD_OWNER, HeadState, Me, PARKED, QNode, WAIT, current, one_in, registry,
+};
+pub(crate) use steal::{lock_unqueued, steal_past_absent_head, steal_while_head_asleep};
+// For `crate::timed`, which loom builds leave out.
+#[cfg(not(numa_loom))]
+pub(crate) use steal::take_free_word;
+
+/// Reads, before the caller initializes its queue node, everything the queued
+/// wait needs from lazily initialized process state, and returns the caller's
+/// NUMA node ([`crate::sync::current_node`]). Shared by CNA, the queued lock
+/// and HQ, called on their slow paths after the steal attempts and before
+/// [`Enqueued::begin`](crate::lazy::Enqueued::begin).
+///
+/// Why before: a numa-spin lock may be the lock inside the
+/// `#[global_allocator]`. The first node lookup of a process builds the
+/// topology's node map, which allocates and may log; the first read of the
+/// process-wide tunables ([`crate::Config::global`], read by the caller
+/// before this) reads the environment and may log. An allocation there
+/// re-enters the same lock on the same thread. Before the queue node is
+/// initialized that is harmless: the inner acquisition uses the node from
+/// start to finish and the outer one then initializes it afresh. After, the
+/// inner acquisition would re-initialize, enqueue and leave the node that the
+/// outer one has already initialized or enqueued, and the outer one would go
+/// on with a node the inner one left dirty (a head-ship value in `locked`, a
+/// stale `next`): two heads, lost waiters, a hang. So from the initialization
+/// of its queue node until it leaves the slow path, a slow path calls nothing
+/// that can allocate, log, take another lock or initialize something lazily.
+///
+/// The clock's epoch ([`crate::sync::now_ns`]) and the spin calibration
+/// ([`crate::backoff::ns_per_spin`]) are lazily initialized too, though
+/// neither allocates nor logs; they are initialized here as well, so that
+/// the queued wait only reads them.
+#[inline]
+pub(crate) fn before_enqueue() -> u32 {
+    crate::backoff::ns_per_spin();
+    crate::sync::start_clock();
+    crate::sync::current_node()
+}
+
+#[cfg(all(test, not(numa_loom)))]
+pub(crate) mod tests {
+    use crate::lazy::tests::{enqueues, lazy_reads_while_enqueued};
+    use std::cell::Cell;
+
+    std::thread_local! {
+        /// Waits of the thread in [`steal_while_head_asleep`]'s spin.
+        static ASLEEP_SPINS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Counts a wait in [`steal_while_head_asleep`]'s spin.
+    pub(crate) fn note_asleep_spin() {
+        let _ = ASLEEP_SPINS.try_with(|n| n.set(n.get() + 1));
+    }
+
+    /// How many times the calling thread waited in
+    /// [`steal_while_head_asleep`]'s spin.
+    pub(crate) fn asleep_spins() -> u64 {
+        ASLEEP_SPINS.with(Cell::get)
+    }
+
+    /// Takes `lock` 500 times on each of 4 threads on 2 virtual nodes, each
+    /// holder yielding its CPU inside so that waiters queue up on 2 CPUs;
+    /// returns the queued waits ([`Enqueued`] stretches) and the reads of
+    /// lazily initialized process state inside them ([`lazy_read`]), summed
+    /// over the threads.
+    pub(crate) fn queued_waits_and_lazy_reads<R>(lock: &R) -> (u64, u64)
+    where
+        R: lock_api::RawMutex + Sync,
+    {
+        std::thread::scope(|s| {
+            let threads: Vec<_> = (0..4)
+                .map(|i| {
+                    s.spawn(move || {
+                        numa_topology::set_current_thread_node(Some(i % 2));
+                        for _ in 0..500 {
+                            let guard = lock.lock();
+                            std::thread::yield_now();
+                            // SAFETY: `guard` is the acquisition just above.
+                            unsafe { lock.unlock(guard) };
+                        }
+                        (enqueues(), lazy_reads_while_enqueued())
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .fold((0, 0), |(q, r), (tq, tr)| (q + tq, r + tr))
+        })
+    }
+
+    /// Serializes the unit tests that start or end threads using queue nodes, so
+    /// the free list holds what one test expects.
+    pub(crate) static REGISTRY_USERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+}

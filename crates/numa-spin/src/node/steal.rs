@@ -1,0 +1,201 @@
+//! The stealing rules: taking the lock word outside the queue, past a head that
+//! is not running ([`steal_while_head_asleep`], [`steal_past_absent_head`]) and
+//! without a queue node ([`lock_unqueued`]).
+
+use super::head_wait::HEAD_NAP_NS;
+use crate::sync::{AtomicU32, Ordering};
+
+/// While the queue head is not running (the lock's `HEAD_ASLEEP` bit in
+/// `tail`, see [`crate::raw_lock`]: the head naps, or it was parked when
+/// head-ship reached it and has not run since), spins for the lock word with
+/// `try_steal` instead of queueing, for at most the spin budget; returns
+/// whether it took the lock. Shared by CNA, the queued lock and HQ.
+///
+/// A waiter queued behind a head that is not running cannot take the lock
+/// even when it is free, and, once parked itself, is woken only when it
+/// becomes head: on an oversubscribed machine running threads that arrive
+/// while the lock is held would otherwise queue up behind sleeping heads
+/// until every CPU idles but the holder's (a lock convoy; measured on the
+/// 2-CPU development machine, `numa-bench run --workload locktorture
+/// --threads 16 --cs 100ns --delay 2us`: CNA at 0.52x parking_lot and HQ at
+/// 0.55x, LevelDB readrandom through numa-preload at 0.65-0.8x glibc).
+/// Spinning arrivals keep the lock busy instead, as barging waiters do in
+/// glibc's and parking_lot's mutexes, while the queue holds the threads that
+/// have spent their budget (Dice, "Malthusian Locks", EuroSys 2017: a small
+/// active set circulates, the rest stay parked). The head's steal bound
+/// (`NO_STEAL`) still applies once it runs. While the head runs, arrivals
+/// queue at once, so a machine with a CPU per thread keeps local spinning.
+///
+/// Only while stealing is allowed: with `NO_STEAL` set every `try_steal`
+/// fails, so the spin would only burn the budget before the arrival queues
+/// anyway. In strict FIFO (`steal_bound_ns == 0`) the flag is set from the
+/// first enqueue until the queue is empty, so arrivals never spin here.
+/// Otherwise the flag does not stop the spin: a head lifts it before it naps,
+/// and a head that was parked when head-ship reached it has not set it yet.
+pub(crate) fn steal_while_head_asleep(
+    tail: &AtomicU32,
+    cfg: &crate::Config,
+    mut try_steal: impl FnMut() -> bool,
+) -> bool {
+    use crate::word::{HEAD_ASLEEP, NO_STEAL};
+    let mut spin = crate::backoff::SpinWait::new(cfg.spin_budget_ns);
+    // Relaxed: hints; `try_steal`'s CAS acquires.
+    while tail.load(Ordering::Relaxed) & (HEAD_ASLEEP | NO_STEAL) == HEAD_ASLEEP
+        && !spin.is_yielding()
+    {
+        #[cfg(all(test, not(numa_loom)))]
+        super::tests::note_asleep_spin();
+        spin.snooze();
+        if try_steal() {
+            return true;
+        }
+    }
+    false
+}
+
+/// How much longer than the steal bound an arrival waits for a head that
+/// forbade stealing and naps (`NO_STEAL` and `HEAD_ASLEEP` both set) before it
+/// takes the free lock past the mark, ns: five naps of [`HEAD_NAP_NS`], which
+/// covers one nap with Linux's default timer slack (50 us) and a wake-up delay.
+pub(crate) const NAPPING_HEAD_PATIENCE_NS: u64 = 5 * HEAD_NAP_NS;
+
+/// While the queue head forbids stealing (`NO_STEAL`) but the lock word
+/// `locked` is free, watches the word for the steal bound (plus
+/// [`NAPPING_HEAD_PATIENCE_NS`] while the head naps); if it is free at every
+/// look, takes the lock past the mark (CAS `UNLOCKED` -> `LOCKED`) and
+/// returns true. A free word without the mark (stealing is allowed) is tried
+/// at once. Returns false when the word is held (or `HANDED`), at the first
+/// look or any later one, and when the CAS loses; the caller then queues.
+/// Shared by CNA, the queued lock and HQ.
+///
+/// The head sets `NO_STEAL` once it has waited the steal bound and keeps it
+/// until it holds the lock ([`HeadWait`](super::HeadWait)), but a head preempted while it spins
+/// cannot take the lock: it then stays free behind a mark no running thread
+/// may pass, and every arrival queues and parks behind the absent head until
+/// the scheduler runs it again, a whole time slice (what paravirt qspinlock's
+/// hybrid mode, Linux `qspinlock_paravirt.h`, avoids by letting waiters steal
+/// whenever the head is not running). A running head looks at the word at
+/// least every batch of spin hints (~400 ns, see `crate::backoff`) and takes a
+/// free lock at once, so a word seen free throughout the bound (10 us by
+/// default, 25 times the poll interval) means the head is away. A napping head
+/// (it marks each nap `HEAD_ASLEEP`) looks again when its nap ends, so it gets
+/// the patience of a nap on top. A wrong guess costs the head one critical
+/// section: it takes the next release, which nobody else may take.
+///
+/// Only with a finite nonzero bound: strict FIFO (`steal_bound_ns == 0`)
+/// keeps the mark set for the whole queue by request, and with no bound
+/// (`u64::MAX`) the mark is never set.
+pub(crate) fn steal_past_absent_head(
+    tail: &AtomicU32,
+    locked: &AtomicU32,
+    cfg: &crate::Config,
+) -> bool {
+    use crate::word::{HEAD_ASLEEP, NO_STEAL, UNLOCKED};
+    let bound = cfg.steal_bound_ns;
+    if bound == 0 || bound == u64::MAX {
+        return false;
+    }
+    let mut spin = crate::backoff::SpinWait::new(bound);
+    let mut started = None;
+    loop {
+        // Relaxed: both are hints that only pick the moment to try; the CAS
+        // acquires.
+        if locked.load(Ordering::Relaxed) != UNLOCKED {
+            return false;
+        }
+        let flags = tail.load(Ordering::Relaxed);
+        let forbidden = flags & NO_STEAL != 0;
+        let patience = if flags & HEAD_ASLEEP != 0 {
+            bound.saturating_add(NAPPING_HEAD_PATIENCE_NS)
+        } else {
+            bound
+        };
+        let now = crate::sync::now_ns();
+        let since = *started.get_or_insert(now);
+        if !forbidden || now.saturating_sub(since) >= patience {
+            if forbidden {
+                crate::sync::event("steal-past-absent-head");
+            }
+            return take_free_word(locked);
+        }
+        spin.snooze();
+    }
+}
+
+/// Takes the lock word if it is free (CAS `UNLOCKED` -> `LOCKED`), whatever
+/// `NO_STEAL` says: for the threads the mark lets through (an arrival that
+/// found the head absent, a timed waiter past its own bound, see
+/// `crate::timed`).
+pub(crate) fn take_free_word(locked: &AtomicU32) -> bool {
+    use crate::word::{LOCKED, UNLOCKED};
+    // Acquire on success: pairs with the Release store of the unlock that
+    // made the word UNLOCKED. Relaxed on failure: nothing acquired.
+    locked
+        .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+        .is_ok()
+}
+
+/// The last-resort wait of a thread that cannot get a queue node (all 2^30 - 1
+/// codes taken, or the system allocator out of memory), shared by CNA and HQ:
+/// test-and-test-and-set on the lock word `locked` (`UNLOCKED` -> `LOCKED`,
+/// see [`crate::raw_lock`]) with back-off. It ignores `NO_STEAL` (which would
+/// otherwise shut it out for as long as the queue stays non-empty, forever
+/// under sustained load in strict mode), so it competes with the queue head
+/// for every release; correctness does not depend on the queue.
+pub(crate) fn lock_unqueued(locked: &AtomicU32, cfg: &crate::Config) {
+    use crate::word::{LOCKED, UNLOCKED};
+    let mut spin = crate::backoff::SpinWait::new(cfg.spin_budget_ns);
+    loop {
+        // Relaxed: only picks the moment to try; the CAS acquires.
+        if locked.load(Ordering::Relaxed) == UNLOCKED
+            // Acquire on success: pairs with the Release store of the unlock
+            // (`release`, `release_fair`) that made the word UNLOCKED.
+            && locked
+                .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            return;
+        }
+        spin.snooze();
+    }
+}
+
+#[cfg(all(test, not(numa_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering as StdOrdering;
+
+    /// The last-resort wait takes a free lock word at once and a held one
+    /// after its release, leaving it `LOCKED` both times.
+    #[test]
+    fn unqueued_wait_takes_the_word() {
+        use crate::word::{LOCKED, UNLOCKED};
+        static WORD: AtomicU32 = AtomicU32::new(UNLOCKED);
+        let cfg = crate::Config::DEFAULT;
+        for held in [false, true] {
+            WORD.store(if held { LOCKED } else { UNLOCKED }, StdOrdering::SeqCst);
+            let (done_tx, done) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                lock_unqueued(&WORD, &cfg);
+                done_tx.send(()).unwrap();
+            });
+            if held {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                assert!(done.try_recv().is_err(), "took a held word");
+                assert_eq!(WORD.load(StdOrdering::SeqCst), LOCKED);
+                WORD.store(UNLOCKED, StdOrdering::SeqCst);
+            }
+            let took = done.recv_timeout(std::time::Duration::from_secs(10));
+            assert!(
+                took.is_ok(),
+                "never took the free word (held before: {held})"
+            );
+            waiter.join().unwrap();
+            assert_eq!(
+                WORD.load(StdOrdering::SeqCst),
+                LOCKED,
+                "returned without the word"
+            );
+        }
+    }
+}
