@@ -9,7 +9,8 @@
 //! | 1 | `WRITER_BIT` | `RawRwLock` only: a writer holds or drains the lock; readers wait |
 //! | 2 | `READERS_PARKED_BIT` | `RawRwLock` only: readers are parked on the lock |
 //! | 3 | `NODE_READERS_BIT` | `RawRwLock` only: readers may be counted on snode counters (set by such a reader before it enters, cleared by a writer that drained them) |
-//! | 4 .. 8 | head count | snode-queue heads registered for a grant (see [`crate::queue`]) |
+//! | 4 .. 7 | head count | snode queues holding a registration (see [`crate::queue`]) |
+//! | 7 | `DETACH_BIT` | `RawMutex` only: a timed waiter left while the lock was held; the releasing unlock gives idle snodes back |
 //! | 8 .. `HALF` | parked count | threads parked on some snode of this lock |
 //! | `HALF` .. | fast readers | `RawRwLock` only: readers counted in the word itself |
 //!
@@ -29,12 +30,13 @@
 //!   word's head count, so unlocks take the slow path and can hand it the lock
 //!   with one swap (a *grant*). The others spin on their own queue node, then
 //!   park on it; each new head wakes its successor ahead of its turn.
-//! * Timed waiters, and heads that spent their spin budget, spin on the word
-//!   (bounded, [`SPIN_ROUNDS`]) and then park on their snode's parking queue:
-//!   after the bounded spin, or at once when the lock has at least as many
-//!   parked waiters as the machine has CPUs. A thread woken to compete that
-//!   loses spins only while nobody else is parked, then parks again. A timed
-//!   waiter leaves the parking queue on its deadline.
+//! * Timed waiters spin on the word (bounded, [`SPIN_ROUNDS`], and not at
+//!   all once the lock has at least as many parked waiters as
+//!   [`config::cpus`]) and then park on their snode's parking queue. Heads
+//!   that spent their spin budget give their node's registration back and
+//!   park there at once. A thread woken to compete that loses spins only
+//!   while nobody else is parked, then parks again. A timed waiter leaves
+//!   the parking queue on its deadline.
 //! * Slow unlock, holding the lock (so nothing after the releasing step
 //!   touches the lock; see "Memory after unlock" in the crate docs), in this
 //!   order:
@@ -71,9 +73,13 @@ pub(crate) const READERS_PARKED_BIT: usize = 4;
 pub(crate) const NODE_READERS_BIT: usize = 8;
 /// One registered snode-queue head (see [`crate::queue`]).
 pub(crate) const HEAD_ONE: usize = 16;
-/// The registered-head count: at most 15 heads register at once (one per
+/// The registered-head count: at most 7 heads register at once (one per
 /// snode); the heads of further nodes spin on the word unregistered.
-pub(crate) const HEAD_MASK: usize = 0xF0;
+pub(crate) const HEAD_MASK: usize = 0x70;
+/// `RawMutex` only: a timed waiter gave up while the lock was held, so the
+/// unlock that releases the word checks whether the snodes can go back to
+/// the pool (an idle mutex holds no heap memory).
+pub(crate) const DETACH_BIT: usize = 0x80;
 pub(crate) const PARKED_ONE: usize = 256;
 pub(crate) const HALF: u32 = usize::BITS / 2;
 pub(crate) const PARKED_MASK: usize = ((1usize << HALF) - 1) & !0xFF;
@@ -206,6 +212,46 @@ impl Cohort {
             return;
         }
         self.snodes.detach_idle();
+    }
+
+    /// [`Cohort::detach_idle`] without the look at the word (the caller
+    /// checked it).
+    fn snodes_to_pool(&self) {
+        if !cfg!(feature = "stats") {
+            self.snodes.detach_idle();
+        }
+    }
+
+    /// `RawMutex`'s timed waiter that gave up: if the lock is held, sets
+    /// [`DETACH_BIT`] so that the unlock that releases it gives the snodes
+    /// back; `false` if the lock is free (the caller takes it and detaches
+    /// them itself).
+    pub(crate) fn note_idle_snodes(&self) -> bool {
+        // Relaxed: a first guess for the CAS.
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            if s & LOCKED_BIT == 0 {
+                return false;
+            }
+            if s & DETACH_BIT != 0 {
+                return true;
+            }
+            // Relaxed: the bit only routes the holder's unlock to the slow
+            // path, which looks at the snodes holding the lock; nothing is
+            // published.
+            match self.state.compare_exchange_weak(
+                s,
+                s | DETACH_BIT,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    count!(word_write());
+                    return true;
+                }
+                Err(x) => s = x,
+            }
+        }
     }
 
     /// One attempt to take `LOCKED_BIT` (keeping every other bit).
@@ -518,12 +564,18 @@ impl Cohort {
                 }
             }
             if parked_count(s) == 0 {
+                if s & DETACH_BIT != 0 && s & HEAD_MASK == 0 {
+                    // Still holding the lock: the snodes go back if nobody
+                    // uses them (a waiter that does detaches them once it
+                    // holds the lock, as every slow acquisition does).
+                    self.snodes_to_pool();
+                }
                 // Release: publishes the critical section to the next acquirer.
                 // The CAS fails if a waiter raised the parked or head count
                 // (both are RMWs of this word), so nobody waits unseen.
                 match self.state.compare_exchange(
                     s,
-                    s & !LOCKED_BIT,
+                    s & !(LOCKED_BIT | DETACH_BIT),
                     Ordering::Release,
                     Ordering::Relaxed,
                 ) {
@@ -565,8 +617,7 @@ impl Cohort {
     /// Grants the lock to the registered head of the unlocker's node while
     /// the node's batch is below the batch bound. The batch is counted before
     /// the grant (after it the lock is the head's) and taken back if nobody
-    /// was there to claim; a node with no head ends its batch (the run of
-    /// hand-offs within it is over).
+    /// was there to claim.
     ///
     /// A head that has not run since head-ship may be passed over (see
     /// [`queue::grant`]); the batch then goes on, and the word is released
@@ -591,9 +642,10 @@ impl Cohort {
                 Grant::NoHead => {}
             }
         }
-        if batch != 0 {
-            own.hot.batch.store(0, Ordering::Relaxed);
-        }
+        // No head: the batch is kept (not restarted), so a node whose
+        // threads take the released word in turn cannot renew its batch
+        // while another node waits; it restarts when the lock moves on
+        // (`grant_next_head`, `pick_target`).
         OwnGrant::NoHead
     }
 

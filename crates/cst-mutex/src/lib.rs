@@ -11,14 +11,26 @@
 //!   spinning on its own queue node), its parking queue (a `parking_lot_core`
 //!   queue keyed by the snode's address) and its reader counter; the snodes of
 //!   a lock form a list whose cyclic order is the global order;
-//! * **hand-off to a running waiter** (CST, section 3.2): only the first
-//!   waiter of a node's queue, the *head*, waits for the lock; once it has
+//! * **a node keeps the lock for its batch** (CST, section 3): only the first
+//!   waiter of a node's queue, the *head*, waits for the lock. Once it has
 //!   waited a moment (about 15 pauses) with others queued behind it, it
-//!   registers, and an unlock by a thread of its node hands it the lock with
-//!   one atomic swap into its queue node (a *grant*: no futex call, the lock
-//!   word stays held). The head passes head-ship to the next waiter before its
-//!   critical section and wakes the one after it if it slept, so the next head
-//!   is running when its turn comes;
+//!   *registers* its node: one `HEAD_ONE` in the lock word, which sends
+//!   every unlock to the slow path, and its queue node in the snode. An
+//!   unlock by a thread of its node hands it the lock with one atomic swap
+//!   into its queue node (a *grant*: no futex call, the word stays held).
+//!   The registration then passes from head to head with head-ship, so while
+//!   the node's queue has waiters a hand-off inside the node writes only
+//!   node-local lines (the snode and the next queue node) and never the
+//!   lock word; the word is written when the lock moves to another node or
+//!   becomes free. With feature `stats`, `thread_counts()` counts those
+//!   writes per acquisition;
+//! * **hand-off to a running waiter** (CST, section 3.2): a new head wakes
+//!   its successor if it slept (*wake-ahead*), so the next head is running
+//!   when its turn comes. A head that has not run since it was given
+//!   head-ship is passed over by the unlock while the lock is
+//!   *oversubscribed* (its waiters and holder outnumber the CPUs,
+//!   [`cpus`]): the word is released for running threads, and the head
+//!   takes it, or the grant of the next unlock of its node, once it runs;
 //! * **NUMA batching**: the unlocker grants its own node's head while the
 //!   node's batch lasts ([`batch_bound`], 128 by default), then the head of
 //!   the next node that has one, so the lock (and the data it protects) stays
@@ -27,16 +39,15 @@
 //!   that node contends; a mutex gives its snodes back to a process-wide pool
 //!   when its contention ends, so an idle mutex is two words and holds no
 //!   heap memory (an rwlock keeps its snodes until it is dropped);
-//! * **spin, then park**: a waiter that finds the lock held queues. Queued
-//!   waiters spin (up to 127 pauses, then yields for up to 50 us) and park on
-//!   their queue node; a head with nobody behind it spins like parking_lot's
-//!   waiters (3 pause rounds, 7 yields), and a head out of budget leaves the
-//!   queue for the node's parking queue. Waiters skip the queue (spin the
-//!   same short way, then park in the parking queue) once the waiters parked
-//!   on the lock and those in their snode's queue are as many as the machine's
-//!   CPUs ([`std::thread::available_parallelism`], cached): the machine is
-//!   oversubscribed, and a FIFO queue behind descheduled waiters would make
-//!   waits of tens of milliseconds;
+//! * **spin, then park**: every untimed waiter that finds the lock held
+//!   queues. Queued waiters spin (up to 127 pauses, then yields for up to
+//!   50 us) and park on their queue node. A head with nobody behind it spins
+//!   like parking_lot's waiters (3 pause rounds, 7 yields); a head with
+//!   waiters behind it spins its pauses, then yields: for 50 us on an
+//!   oversubscribed lock, else at least twice the batch bound times (a
+//!   count, so that a machine with fewer CPUs than [`cpus`] says makes the
+//!   same decision). A head out of budget gives its node's registration back
+//!   and leaves the queue for the node's parking queue;
 //! * **parked waiters are woken one at a time** (`parking_lot`'s shape): an
 //!   unlock that finds no head to grant and a parked waiter picks the snode to
 //!   serve by the cohort order, wakes one of its waiters and releases the lock
@@ -44,8 +55,9 @@
 //!   loses the race to a running one re-parks at once while others are parked;
 //! * **timed waiters** (`try_lock_for`, `try_lock_until`) spin and then park
 //!   in the parking queue, which they can leave at their deadline;
-//! * **never idle while a running thread wants it**: without an owed handoff the
-//!   woken thread competes with running ones (barging);
+//! * **barging**: an unlock with no head to grant releases the word, and a
+//!   woken waiter (without an owed handoff) competes with running threads
+//!   for it; so does a head passed over while it was not running;
 //! * **condvar requeue**: `notify_all` wakes one waiter and moves the rest,
 //!   still asleep, onto the mutex, whose unlocks wake them one at a time; they
 //!   form one more member of the cohort order (a pseudo-snode of the mutex),
@@ -70,17 +82,20 @@
 //!
 //! # Fairness and starvation
 //!
-//! Mutex (and the writer side of the rwlock): barging, so a running thread can
-//! take a free lock ahead of parked waiters; within a node parked waiters are
-//! woken in FIFO order (the parking-lot queue of the node's snode); across nodes
-//! the lock moves to the next node with parked waiters after at most
-//! [`batch_bound`] consecutive wake-ups or handoffs on one node, so no node
-//! starves; and once per [`fairness_timeout`] per node a parked waiter gets a
-//! direct handoff, which bounds how long a barging stream can starve it.
-//! `unlock_fair` always hands off (to the unlocker's node while its batch lasts,
-//! then to the next node). Spinning waiters of any node compete for a
-//! released lock; the NUMA ordering decides which parked waiter is woken,
-//! and on an oversubscribed machine most waiters are parked.
+//! Mutex (and the writer side of the rwlock): within a node, queued waiters
+//! are served in FIFO order (a head not yet running may be passed over on an
+//! oversubscribed lock until it runs); a running thread can take a free lock
+//! ahead of them (barging). Across nodes the lock moves to the next node
+//! with a registered head, or with parked waiters, after at most
+//! [`batch_bound`] consecutive grants or wake-ups on one node, so no node
+//! starves; a waiter of another node may first wait for the current batch
+//! to end (up to [`batch_bound`] critical sections). Once per
+//! [`fairness_timeout`] per node a parked waiter gets a direct handoff, which
+//! bounds how long a barging stream can starve it (served at the next
+//! unlock that finds no registered head of its own node to grant). With
+//! `unlock_fair` the unlock always hands the lock over if anyone waits: to
+//! the registered head of its own node while the batch lasts, else to
+//! another node's registered head, else to a parked waiter.
 //!
 //! # RwLock policy
 //!
@@ -103,8 +118,11 @@
 //!   and not paired; one more group with feature `stats`; the same snode type
 //!   serves the mutex and the rwlock, and a mutex that a [`Condvar`] waits
 //!   with has one more while the condvar's waiters wait). A contended lock on
-//!   an N-node machine holds at most 16 + 384 N bytes on x86-64 (N = 2: 784
-//!   bytes, N = 8: 3088 bytes).
+//!   an N-node machine holds 16 + 384 N bytes on x86-64 (N = 2: 784 bytes,
+//!   N = 8: 3088 bytes), plus, rarely, a second snode for a node whose first
+//!   one a thread that loaded a stale snode pointer kept pinned while the
+//!   node attached a fresh one (see `snode.rs`; each such duplicate is 384
+//!   bytes more, at most one per thread attaching at that moment).
 //! * When snodes are held: a **mutex** holds its snodes only while threads
 //!   wait for it. The waiter that takes the lock when no other waiter uses
 //!   them (none parked, queued or about to wait) detaches them and gives them
@@ -221,7 +239,7 @@
 //! The state word packs counters (bit table in the `cohort` module): on
 //! 64-bit targets up to 2^24 - 1 threads parked per lock and 2^32 - 1
 //! fast-path readers, on 32-bit targets 2^8 - 1 = 255 and 2^16 - 1 = 65535,
-//! and up to 15 registered queue heads (the heads of further nodes wait for
+//! and up to 7 registered queue heads (the heads of further nodes wait for
 //! the word unregistered). More waiters than that yield instead of parking; more readers register on
 //! their node's counter; a `notify_all` whose requeued waiters would not fit
 //! wakes them all instead. Threads are not pinned: a thread that migrates between
@@ -348,6 +366,24 @@ pub fn __set_loom_oversubscribed(on: bool) {
 #[doc(hidden)]
 pub fn __set_loom_fairness_due(due: bool) {
     sync::set_loom_fairness_due(due);
+}
+
+/// Test hook for the loom models: whether the calling loom thread's last
+/// slow acquisition was a grant to a queue head that inherited its node's
+/// registration from its predecessor. Not part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __loom_inherited() -> bool {
+    sync::loom_inherited()
+}
+
+/// Test hook for the loom models: whether an unlock by the calling loom
+/// thread passed over a queue head that had not run since head-ship. Not
+/// part of the API.
+#[cfg(numa_loom)]
+#[doc(hidden)]
+pub fn __loom_passed_sleeper() -> bool {
+    sync::loom_passed()
 }
 
 /// Test hook for the loom models: whether the calling loom thread's last

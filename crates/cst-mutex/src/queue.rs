@@ -516,6 +516,8 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool,
             count!(snode_write(sn));
         }
     }
+    #[cfg(numa_loom)]
+    sync::set_loom_inherited(false);
     let mut tried_to_register = registered;
     let mut spin = HeadSpin::new();
     let mut alone = 0u32;
@@ -523,6 +525,8 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool,
         // Acquire: pairs with the grant's Release swap, so the granting
         // holder's critical section happens before ours.
         if registered && q.status.load(Ordering::Acquire) == GRANTED {
+            #[cfg(numa_loom)]
+            sync::set_loom_inherited(token);
             return Some((true, true));
         }
         // Relaxed: a hint for the CAS below, which acquires.
@@ -591,6 +595,8 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool,
             return None;
         }
         wait_for_status(sn, q, HEAD, GRANTED);
+        #[cfg(numa_loom)]
+        sync::set_loom_inherited(token);
         return Some((true, true));
     }
 }
@@ -736,6 +742,8 @@ pub(crate) fn grant(cohort: &Cohort, sn: &Snode, pass_sleeper: bool) -> Grant {
         return Grant::NoHead;
     }
     if p.addr() & NOT_RUNNING != 0 && pass_sleeper && oversubscribed(cohort) {
+        #[cfg(numa_loom)]
+        sync::set_loom_passed(true);
         return Grant::NotRunning;
     }
     // Acquire: pairs with the Release of `register` (and, for a tagged

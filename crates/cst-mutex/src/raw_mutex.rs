@@ -13,11 +13,15 @@ use std::time::{Duration, Instant};
 ///
 /// # Fairness
 ///
-/// Unfair by default (barging, like `parking_lot`), with eventual fairness: a
-/// parked waiter is handed the lock directly once its node's fairness timeout
+/// Queued waiters of a node are served in FIFO order, within the node's
+/// batch; a running thread may take a free lock ahead of them (barging, like
+/// `parking_lot`). Eventual fairness: a parked waiter is handed the lock
+/// directly once its node's fairness timeout
 /// ([`fairness_timeout`](crate::fairness_timeout), 0.5 ms by default) has
 /// passed. [`unlock_fair`](lock_api::RawMutexFair::unlock_fair) always hands
-/// off to a parked waiter if there is one.
+/// the lock over when anyone waits: to a registered queue head (its own
+/// node's while the batch lasts, else another node's), else to a parked
+/// waiter.
 ///
 /// # Examples
 ///
@@ -161,10 +165,18 @@ impl RawMutex {
                 Some(MutexGuardState { node })
             }
             None => {
-                if self.cohort.try_lock() {
-                    self.cohort.detach_idle();
-                    if let Err(s) = self.cohort.try_unlock_fast() {
-                        self.cohort.unlock_slow(s, UNKNOWN_NODE, false);
+                // The snodes we may have attached go back to the pool: now
+                // if the lock is free, else when its holder unlocks.
+                loop {
+                    if self.cohort.try_lock() {
+                        self.cohort.detach_idle();
+                        if let Err(s) = self.cohort.try_unlock_fast() {
+                            self.cohort.unlock_slow(s, UNKNOWN_NODE, false);
+                        }
+                        break;
+                    }
+                    if self.cohort.note_idle_snodes() {
+                        break;
                     }
                 }
                 None

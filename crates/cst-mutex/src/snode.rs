@@ -64,6 +64,7 @@ use std::ptr;
 /// [`Hot::users`]: one waiter in the node's queue (low half of the word).
 pub(crate) const QUEUED_ONE: usize = 1;
 /// [`Hot::users`]: the queued count.
+#[cfg_attr(numa_loom, allow(dead_code))]
 pub(crate) const QUEUED_MASK: usize = (1usize << HALF) - 1;
 /// [`Hot::users`]: one pin (upper half, below [`DEAD`]).
 pub(crate) const PIN_ONE: usize = 1usize << HALF;

@@ -252,6 +252,34 @@ pub(crate) fn set_loom_fairness_due(due: bool) {
 }
 
 /// Under loom: records whether the calling loom thread's last slow
+/// acquisition was a grant through an inherited registration.
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_inherited(on: bool) {
+    loom_impl::INHERITED.with(|h| h.set(on));
+}
+
+/// Under loom: whether the calling loom thread's last slow acquisition was
+/// a grant to a head that inherited its node's registration.
+#[cfg(numa_loom)]
+pub(crate) fn loom_inherited() -> bool {
+    loom_impl::INHERITED.with(|h| h.get())
+}
+
+/// Under loom: records that the calling loom thread's unlock passed over a
+/// queue head that had not run since head-ship.
+#[cfg(numa_loom)]
+pub(crate) fn set_loom_passed(on: bool) {
+    loom_impl::PASSED.with(|h| h.set(on));
+}
+
+/// Under loom: whether the calling loom thread ever passed over a head that
+/// had not run (see [`set_loom_passed`]).
+#[cfg(numa_loom)]
+pub(crate) fn loom_passed() -> bool {
+    loom_impl::PASSED.with(|h| h.get())
+}
+
+/// Under loom: records whether the calling loom thread's last slow
 /// acquisition was a handoff.
 #[cfg(numa_loom)]
 pub(crate) fn set_loom_handed(handed: bool) {
@@ -309,6 +337,8 @@ mod loom_impl {
         pub(super) static FAIR_DUE: Cell<bool> = Cell::new(false);
         pub(super) static OVERSUBSCRIBED: Cell<bool> = Cell::new(false);
         pub(super) static HANDED: Cell<bool> = Cell::new(false);
+        pub(super) static INHERITED: Cell<bool> = Cell::new(false);
+        pub(super) static PASSED: Cell<bool> = Cell::new(false);
         pub(super) static QPARKED: Cell<bool> = Cell::new(false);
         pub(super) static LOT_PARKED: Cell<bool> = Cell::new(false);
     }

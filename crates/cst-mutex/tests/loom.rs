@@ -11,9 +11,9 @@
 #![cfg(numa_loom)]
 
 use cst_mutex::{
-    __loom_handed, __loom_lot_parked, __loom_queue_parked, __set_loom_batch_bound,
-    __set_loom_fairness_due, __set_loom_node, __set_loom_spin_rounds, MutexGuardState, RawCondvar,
-    RawMutex, RawRwLock,
+    __loom_handed, __loom_inherited, __loom_lot_parked, __loom_passed_sleeper, __loom_queue_parked,
+    __set_loom_batch_bound, __set_loom_fairness_due, __set_loom_node, __set_loom_oversubscribed,
+    __set_loom_spin_rounds, MutexGuardState, RawCondvar, RawMutex, RawRwLock,
 };
 use lock_api::{RawCondvar as _, RawCondvarTimed as _};
 use lock_api::{
@@ -1646,7 +1646,13 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
 /// two spin rounds it withdraws after two looks). The second waiter parks on
 /// its queue node and is woken by head-ship (or the head's wake-ahead).
 ///
-/// Counted: runs in which a waiter got the lock by a grant, and runs in which
+/// The head that is granted passes head-ship *and its node's registration*
+/// (the word's `HEAD_ONE`, the snode's slot) to the second waiter, so the
+/// second grant writes no global word: the second waiter may be granted
+/// before it has even seen head-ship, and must then still find the grant.
+///
+/// Counted: runs in which a waiter got the lock by a grant, runs in which
+/// a waiter was granted through an inherited registration, and runs in which
 /// a waiter parked on its queue node.
 ///
 /// Preemption bound 1 (`CST_LOOM_DEEP` raises it): three threads and the
@@ -1655,6 +1661,7 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
 fn queue_grant_and_headship_within_a_node() {
     static QPARKED: StdCounter = StdCounter::new(0);
     static GRANTED: StdCounter = StdCounter::new(0);
+    static INHERITED: StdCounter = StdCounter::new(0);
     model_deep(1, 200_000, || {
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
@@ -1669,10 +1676,11 @@ fn queue_grant_and_headship_within_a_node() {
                     let g = m.lock();
                     let parked = __loom_queue_parked();
                     let handed = __loom_handed();
+                    let inherited = __loom_inherited();
                     bump(&cell);
                     // SAFETY: our acquisition.
                     unsafe { m.unlock(g) };
-                    (parked, handed)
+                    (parked, handed, inherited)
                 })
             })
             .collect();
@@ -1683,11 +1691,15 @@ fn queue_grant_and_headship_within_a_node() {
         bump(&cell);
         // SAFETY: our acquisition.
         unsafe { m.unlock(g) };
-        let (mut parked, mut handed) = (false, false);
+        let (mut parked, mut handed, mut inherited) = (false, false, false);
         for w in ws {
-            let (p, h) = w.join().unwrap();
+            let (p, h, i) = w.join().unwrap();
             parked |= p;
             handed |= h;
+            inherited |= i;
+        }
+        if inherited {
+            INHERITED.fetch_add(1, StdOrdering::Relaxed);
         }
         let g = m.lock();
         assert_eq!(get(&cell), 3);
@@ -1703,7 +1715,73 @@ fn queue_grant_and_headship_within_a_node() {
     });
     assert!(GRANTED.load(StdOrdering::Relaxed) > 0, "no grant");
     assert!(
+        INHERITED.load(StdOrdering::Relaxed) > 0,
+        "no grant through an inherited registration"
+    );
+    assert!(
         QPARKED.load(StdOrdering::Relaxed) > 0,
         "no waiter parked on its queue node"
+    );
+}
+
+/// A queue head that was given head-ship (and its node's registration) but
+/// has not run since is passed over by an unlock of an oversubscribed lock:
+/// the unlock releases the word instead of handing the lock to a thread
+/// that may wait for a CPU, and the head later takes the word itself (or is
+/// granted by a later unlock). Nobody may be stranded: the head was made
+/// runnable when it was given head-ship, and it is still registered.
+///
+/// Three threads of node 0: the holder, two queued waiters (spin rounds 2).
+/// The first waiter, once it holds the lock, unlocks as on an oversubscribed
+/// lock.
+///
+/// Counted: runs in which an unlock passed over a head that had not run.
+///
+/// Preemption bound 1 (`CST_LOOM_DEEP` raises it).
+#[test]
+fn queue_passes_a_head_that_has_not_run() {
+    static PASSED: StdCounter = StdCounter::new(0);
+    model_deep(1, 200_000, || {
+        let m = Arc::new(RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        __set_loom_node(0);
+        let g = m.lock();
+        let ws: Vec<_> = (0..2)
+            .map(|_| {
+                let (m, cell) = (m.clone(), cell.clone());
+                thread::spawn(move || {
+                    __set_loom_node(0);
+                    __set_loom_spin_rounds(2);
+                    __set_loom_oversubscribed(true);
+                    let g = m.lock();
+                    bump(&cell);
+                    // SAFETY: our acquisition.
+                    unsafe { m.unlock(g) };
+                    __loom_passed_sleeper()
+                })
+            })
+            .collect();
+        for _ in 0..4 {
+            thread::yield_now();
+        }
+        bump(&cell);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        let mut passed = false;
+        for w in ws {
+            passed |= w.join().unwrap();
+        }
+        let g = m.lock();
+        assert_eq!(get(&cell), 3);
+        // SAFETY: our acquisition.
+        unsafe { m.unlock(g) };
+        assert_eq!(m.parked_waiters(), 0);
+        if passed {
+            PASSED.fetch_add(1, StdOrdering::Relaxed);
+        }
+    });
+    assert!(
+        PASSED.load(StdOrdering::Relaxed) > 0,
+        "no unlock passed over a head that had not run"
     );
 }
