@@ -15,6 +15,19 @@ use crate::mutex::RawMutex;
 /// bounds matter more than throughput. A thread that finds the lock free and
 /// nobody queued still takes it at once, and `try_lock`/`try_lock_for` never
 /// queue (see [`crate::timed`]).
+///
+/// # Examples
+///
+/// ```
+/// use lock_api::RawMutex as _;
+///
+/// let raw = numa_spin::RawFairMutex::INIT;
+/// let guard = raw.lock();
+/// assert!(raw.is_locked());
+/// // SAFETY: `guard` is the state of the acquisition above.
+/// unsafe { raw.unlock(guard) };
+/// assert!(!raw.is_locked());
+/// ```
 #[derive(Debug, Default)]
 pub struct RawFairMutex(RawMutex);
 

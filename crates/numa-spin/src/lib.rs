@@ -138,6 +138,8 @@
 //!   loom for the models in `tests/loom.rs`; without the cfg it does nothing.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Also set for the workspace ([workspace.lints]); stated here so the crate says it alone.
+#![warn(missing_docs)]
 
 #[cfg(all(numa_loom, not(feature = "loom")))]
 compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features numa-spin/loom`");

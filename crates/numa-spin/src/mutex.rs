@@ -23,13 +23,55 @@ pub type RawMutex = RawLock<true, Global>;
 /// The same queue spinlock with NUMA reordering off (no secondary queue), the
 /// node-oblivious baseline (like stock qspinlock against CNA): same queue, same
 /// stealing policy, same tunables, so comparisons isolate what the reordering buys.
+///
+/// # Examples
+///
+/// ```
+/// use lock_api::RawMutex as _;
+///
+/// let raw = numa_spin::RawQueuedMutex::INIT;
+/// let guard = raw.lock();
+/// assert!(raw.is_locked());
+/// // SAFETY: `guard` is the state of the acquisition above.
+/// unsafe { raw.unlock(guard) };
+/// assert!(!raw.is_locked());
+/// ```
 pub type RawQueuedMutex = RawLock<false, Global>;
 
 /// [`RawMutex`] with per-lock tunables (`RawTunedMutex::with_config(&CONFIG)`,
 /// `const`); 16 bytes.
+///
+/// # Examples
+///
+/// ```
+/// use lock_api::RawMutex as _;
+///
+/// // Per-lock tunables: this lock's secondary queue is flushed after 0.5 ms.
+/// static CONFIG: numa_spin::Config = numa_spin::Config::DEFAULT.flush_threshold_ns(500_000);
+/// let raw = numa_spin::RawTunedMutex::with_config(&CONFIG);
+/// let guard = raw.lock();
+/// assert!(raw.is_locked());
+/// // SAFETY: `guard` is the state of the acquisition above.
+/// unsafe { raw.unlock(guard) };
+/// assert!(!raw.is_locked());
+/// ```
 pub type RawTunedMutex = RawLock<true, &'static Config>;
 
 /// [`RawQueuedMutex`] with per-lock tunables; 16 bytes.
+///
+/// # Examples
+///
+/// ```
+/// use lock_api::RawMutex as _;
+///
+/// static CONFIG: numa_spin::Config = numa_spin::Config::DEFAULT;
+/// let raw = numa_spin::RawTunedQueuedMutex::with_config(&CONFIG);
+/// let guard = raw.lock();
+/// assert!(raw.is_locked());
+/// // SAFETY: `guard` is the state of the acquisition above.
+/// unsafe { raw.unlock(guard) };
+/// assert!(!raw.is_locked());
+/// ```
 pub type RawTunedQueuedMutex = RawLock<false, &'static Config>;
 
 /// A mutual-exclusion lock protecting a `T`, backed by the CNA spinlock.
@@ -60,6 +102,14 @@ pub type MappedMutexGuard<'a, T> = lock_api::MappedMutexGuard<'a, RawMutex, T>;
 pub type ArcMutexGuard<T> = lock_api::ArcMutexGuard<RawMutex, T>;
 
 /// A mutex backed by [`RawQueuedMutex`] (no NUMA reordering).
+///
+/// # Examples
+///
+/// ```
+/// let m = numa_spin::QueuedMutex::new(Vec::new());
+/// m.lock().push(1u32);
+/// assert_eq!(*m.lock(), [1]);
+/// ```
 pub type QueuedMutex<T> = lock_api::Mutex<RawQueuedMutex, T>;
 
 /// The guard of a [`QueuedMutex`].
@@ -67,6 +117,18 @@ pub type QueuedMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawQueuedMutex, T>;
 
 /// A mutex backed by [`RawTunedMutex`]: build it with
 /// `TunedMutex::from_raw(RawTunedMutex::with_config(&CONFIG), value)` (`const`).
+///
+/// # Examples
+///
+/// ```
+/// use numa_spin::{Config, RawTunedMutex, TunedMutex};
+///
+/// // Strict FIFO for this lock only: nobody steals it past a queued waiter.
+/// static STRICT: Config = Config::DEFAULT.steal_bound_ns(0);
+/// static COUNTER: TunedMutex<u64> = TunedMutex::from_raw(RawTunedMutex::with_config(&STRICT), 0);
+/// *COUNTER.lock() += 1;
+/// assert_eq!(*COUNTER.lock(), 1);
+/// ```
 pub type TunedMutex<T> = lock_api::Mutex<RawTunedMutex, T>;
 
 /// The guard of a [`TunedMutex`].

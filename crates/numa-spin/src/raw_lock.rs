@@ -118,6 +118,19 @@ use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_SHIFT, UNLOCKED};
 /// bound, arrivals spin for the lock word for up to the spin budget instead of
 /// queueing behind it, so running threads keep the lock busy. 8 bytes instead
 /// of 1.
+///
+/// # Examples
+///
+/// ```
+/// use lock_api::RawMutex as _;
+///
+/// // `RawLock<true>` is `RawMutex` (CNA), `RawLock<false>` is `RawQueuedMutex`.
+/// let raw: numa_spin::RawLock<true> = numa_spin::RawLock::new();
+/// let guard = raw.lock();
+/// assert!(raw.is_locked());
+/// // SAFETY: `guard` is the state of the acquisition above.
+/// unsafe { raw.unlock(guard) };
+/// ```
 #[repr(C, align(8))]
 pub struct RawLock<const NUMA: bool, T: Tunables = Global> {
     /// `UNLOCKED`, `LOCKED` or `HANDED`.

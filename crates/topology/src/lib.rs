@@ -81,6 +81,8 @@
 //!   links no C library beyond libc and reads Linux sysfs.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Also set for the workspace ([workspace.lints]); stated here so the crate says it alone.
+#![warn(missing_docs)]
 
 mod bind;
 mod cpu_source;

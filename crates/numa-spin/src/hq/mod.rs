@@ -192,6 +192,19 @@ pub const POOL_SIZE: usize = 256;
 /// [`RawHqMutex`] (process-wide tunables) or `RawHqLock<&'static Config>`
 /// (per-lock tunables, [`RawHqLock::with_config`]).
 ///
+/// # Examples
+///
+/// ```
+/// use numa_spin::{Config, RawHqLock};
+///
+/// // This lock stays with a node queue for at most 100 consecutive local hand-offs.
+/// static CONFIG: Config = Config::DEFAULT.hq_handoff_threshold(100);
+/// static M: lock_api::Mutex<RawHqLock<&'static Config>, u64> =
+///     lock_api::Mutex::from_raw(RawHqLock::with_config(&CONFIG), 0);
+/// *M.lock() += 1;
+/// assert_eq!(*M.lock(), 1);
+/// ```
+///
 /// # Layout
 ///
 /// 8 bytes (without feature `stats`), two 32-bit words:
