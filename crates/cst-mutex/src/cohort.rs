@@ -1,24 +1,7 @@
 //! The cohort lock state machine shared by [`RawMutex`](crate::RawMutex) and
 //! the writer side of [`RawRwLock`](crate::RawRwLock).
 //!
-//! # State word
-//!
-//! | bits | name | meaning |
-//! | --- | --- | --- |
-//! | 0 | `LOCKED_BIT` | the (writer) lock is held |
-//! | 1 | `WRITER_BIT` | `RawRwLock` only: a writer holds or drains the lock; readers wait |
-//! | 2 | `READERS_PARKED_BIT` | `RawRwLock` only: readers are parked on the lock |
-//! | 3 | `NODE_READERS_BIT` | `RawRwLock` only: readers may be counted on snode counters (set by such a reader before it enters, cleared by a writer that drained them) |
-//! | 4 .. 7 | head count | snode queues holding a registration (see [`crate::queue`]) |
-//! | 7 | `DETACH_BIT` | `RawMutex` only: a timed waiter left while the lock was held; the releasing unlock gives idle snodes back |
-//! | 8 .. `HALF` | parked count | threads parked on some snode of this lock |
-//! | `HALF` .. | fast readers | `RawRwLock` only: readers counted in the word itself |
-//!
-//! `HALF` is half the word (32 on 64-bit targets). The parked count is exact:
-//! it changes only inside the parking lot's queue lock of the snode the thread
-//! parks on (validate, unpark callback, timeout callback), so an unlocker
-//! that sees a count of 0 knows nobody sleeps: its release (one subtract for
-//! the mutex, one CAS for the rwlock's writer) is all it owes.
+//! The state word is described in [`crate::word`].
 //!
 //! # Algorithm (CST, Kashyap, Min, Kim, USENIX ATC 2017, sections 3-4, adapted)
 //!
@@ -30,7 +13,7 @@
 //!   word's head count, so unlocks take the slow path and can hand it the lock
 //!   with one swap (a *grant*). The others spin on their own queue node, then
 //!   park on it; each new head wakes its successor ahead of its turn.
-//! * Timed waiters spin on the word (bounded, [`SPIN_ROUNDS`], and not at
+//! * Timed waiters spin on the word (bounded, [`SPIN_ROUNDS`](crate::spin::SPIN_ROUNDS), and not at
 //!   all once the lock has at least as many parked waiters as
 //!   [`config::cpus`]) and then park on their snode's parking queue. Heads
 //!   that spent their spin budget give their node's registration back and
@@ -62,81 +45,18 @@
 //!      looks again, if a waiter parked or registered meanwhile).
 
 use crate::config;
-use crate::queue::{self, Grant, Queued};
-use crate::snode::{Snode, SnodeList};
+use crate::list::SnodeList;
+use crate::queue::{self, Grant, LockRef, Queued};
+use crate::snode::{self as snode_mod, Snode};
+use crate::spin::{spin_round, spin_rounds};
 use crate::sync::{self, AtomicUsize, Ordering, ParkResult, ParkToken, UnparkToken};
+pub(crate) use crate::word::*;
 use std::time::Instant;
-
-pub(crate) const LOCKED_BIT: usize = 1;
-pub(crate) const WRITER_BIT: usize = 2;
-pub(crate) const READERS_PARKED_BIT: usize = 4;
-pub(crate) const NODE_READERS_BIT: usize = 8;
-/// One registered snode-queue head (see [`crate::queue`]).
-pub(crate) const HEAD_ONE: usize = 16;
-/// The registered-head count: at most 7 heads register at once (one per
-/// snode); the heads of further nodes spin on the word unregistered.
-pub(crate) const HEAD_MASK: usize = 0x70;
-/// `RawMutex` only: a timed waiter gave up while the lock was held, so the
-/// unlock that releases the word checks whether the snodes can go back to
-/// the pool (an idle mutex holds no heap memory).
-pub(crate) const DETACH_BIT: usize = 0x80;
-pub(crate) const PARKED_ONE: usize = 256;
-pub(crate) const HALF: u32 = usize::BITS / 2;
-pub(crate) const PARKED_MASK: usize = ((1usize << HALF) - 1) & !0xFF;
-/// The most threads the parked count holds: 2^24 - 1 on 64-bit targets,
-/// 2^8 - 1 = 255 on 32-bit ones.
-pub(crate) const PARKED_MAX: usize = PARKED_MASK / PARKED_ONE;
-pub(crate) const READER_ONE: usize = 1usize << HALF;
-pub(crate) const READER_MASK: usize = !((1usize << HALF) - 1);
 
 /// Unpark token: the woken thread must compete for the lock (barging).
 pub(crate) const TOKEN_NORMAL: UnparkToken = UnparkToken(0);
 /// Unpark token: the lock was handed to the woken thread; it holds it now.
 pub(crate) const TOKEN_HANDOFF: UnparkToken = UnparkToken(1);
-
-/// Bounded spinning rounds before parking: rounds 1 to [`PAUSE_ROUNDS`]
-/// pause 1, 2 and 4 times, the rest yield the CPU (7 yields).
-#[cfg_attr(numa_loom, allow(dead_code))]
-pub(crate) const SPIN_ROUNDS: u32 = 10;
-
-/// The spinning rounds that pause instead of yielding: parking_lot_core 0.10's
-/// `SpinWait` schedule (pauses 1, 2 and 4 times, then 7 yields; 0.9 paused 2,
-/// 4 and 8 times). Measured with `numa-bench` locktorture at 8 and 32 threads
-/// on a 2-CPU KVM guest: pausing 2, 4, 8 times ran at 0.91-0.96x
-/// `parking_lot` and 1, 2, 4 at 0.97-1.02x with the same p99 acquire latency
-/// (0.5 us); two rounds (1, 2) ran at 1.17-1.25x but the waiters rarely
-/// caught the lock before yielding, the running holder kept it and the p99
-/// acquire latency rose to 17-85 us.
-#[cfg_attr(numa_loom, allow(dead_code))]
-pub(crate) const PAUSE_ROUNDS: u32 = 3;
-
-/// [`SPIN_ROUNDS`], or under loom the per-thread value the model chose (0 by
-/// default: loom runs the holder as soon as a waiter yields, so a spinning
-/// waiter would never reach the parking paths).
-#[inline]
-pub(crate) fn spin_rounds() -> u32 {
-    #[cfg(not(numa_loom))]
-    {
-        SPIN_ROUNDS
-    }
-    #[cfg(numa_loom)]
-    {
-        sync::loom_spin_rounds()
-    }
-}
-
-/// One round of bounded spinning (`round` counts from 1): rounds up to
-/// [`PAUSE_ROUNDS`] pause `2^(round - 1)` times, later rounds yield the CPU.
-#[inline]
-pub(crate) fn spin_round(round: u32) {
-    if cfg!(not(numa_loom)) && round <= PAUSE_ROUNDS {
-        for _ in 0..(1u32 << (round - 1)) {
-            sync::spin_loop();
-        }
-    } else {
-        sync::yield_now();
-    }
-}
 
 /// The node of the acquiring thread, or [`UNKNOWN_NODE`] when taken on the
 /// fast path (looked up lazily in the slow unlock).
@@ -148,11 +68,6 @@ pub(crate) const UNKNOWN_NODE: usize = usize::MAX;
 /// under the batch and fairness bounds like any node. No thread reports this
 /// node (node ids are OS indices, far below it).
 pub(crate) const REQUEUE_NODE: usize = usize::MAX - 1;
-
-#[inline]
-pub(crate) fn parked_count(s: usize) -> usize {
-    (s & PARKED_MASK) / PARKED_ONE
-}
 
 /// What [`Cohort::grant_own_in_batch`] did.
 enum OwnGrant {
@@ -184,6 +99,15 @@ impl Cohort {
         Cohort {
             state: AtomicUsize::new(0),
             snodes: SnodeList::new(),
+        }
+    }
+
+    /// The word and the snode list, for the queue.
+    #[inline]
+    fn lock_ref(&self) -> LockRef<'_> {
+        LockRef {
+            state: &self.state,
+            snodes: &self.snodes,
         }
     }
 
@@ -339,7 +263,7 @@ impl Cohort {
         // queue (below). Under loom a thread without spin rounds parks at
         // once too, so the models of the parking paths do not grow by the
         // queue's steps.
-        if deadline.is_none() && queue::budget_allows_queueing() {
+        if deadline.is_none() && crate::spin::budget_allows_queueing() {
             // One look first: a lock that is free (a spurious failure of the
             // fast path's weak CAS) is taken without allocating an snode. (A
             // short spin here, before the queue, let arrivals take most
@@ -352,7 +276,7 @@ impl Cohort {
             // queued wait drops it when it acquires; the other ways out below).
             let sn = self.snodes.pin(node);
             snode = Some(sn);
-            match queue::wait(self, sn) {
+            match queue::wait(self.lock_ref(), sn) {
                 // The pin went with the queue count.
                 Queued::Acquired { granted } => {
                     #[cfg(numa_loom)]
@@ -467,7 +391,7 @@ impl Cohort {
                 ) {
                     Ok(_) => {
                         count!(word_write());
-                        count!(snode_write(snode));
+                        count!(snode_write(snode.node()));
                         return true;
                     }
                     Err(x) => {
@@ -483,7 +407,7 @@ impl Cohort {
             snode.hot.parked.fetch_sub(1, Ordering::Relaxed);
             self.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
             count!(word_write());
-            count!(snode_write(snode));
+            count!(snode_write(snode.node()));
         };
         // SAFETY:
         // - the key is the address of an snode of this lock, which this crate controls;
@@ -633,7 +557,7 @@ impl Cohort {
         }
         if queue::has_head(own) {
             own.hot.batch.store(batch + 1, Ordering::Relaxed);
-            match queue::grant(self, own, !fair) {
+            match queue::grant(self.lock_ref(), own, !fair) {
                 Grant::Granted => return OwnGrant::Granted,
                 Grant::NotRunning => {
                     own.hot.batch.store(batch, Ordering::Relaxed);
@@ -668,8 +592,8 @@ impl Cohort {
                     o.hot.batch.store(0, Ordering::Relaxed);
                 }
                 cur.hot.batch.store(1, Ordering::Relaxed);
-                count!(snode_write(cur));
-                if queue::grant(self, cur, false) == Grant::Granted {
+                count!(snode_write(cur.node()));
+                if queue::grant(self.lock_ref(), cur, false) == Grant::Granted {
                     return true;
                 }
                 if let (Some(o), Some(b)) = (own, own_batch) {
@@ -687,13 +611,13 @@ impl Cohort {
     /// Whether a parked waiter may be owed its fairness hand-off: some snode
     /// with parked waiters has no fairness period running yet or one that is
     /// over. A hint read outside the queue locks (the wake-up decides under
-    /// the lock with [`config::fairness_due`]); it makes the unlock serve the
+    /// the lock with [`snode::fairness_due`](crate::snode::fairness_due)); it makes the unlock serve the
     /// parking queues before the running heads.
     fn parked_fairness_due(&self) -> bool {
         let now = config::fairness_now();
         self.snodes.iter().any(|sn| {
             // Relaxed: hints (see above).
-            sn.hot.parked.load(Ordering::Relaxed) != 0 && config::fairness_hint(sn, now)
+            sn.hot.parked.load(Ordering::Relaxed) != 0 && snode_mod::fairness_hint(sn, now)
         })
     }
 
@@ -714,10 +638,10 @@ impl Cohort {
             }
             // Relaxed: changed only under this queue lock, which orders it.
             target.hot.parked.fetch_sub(1, Ordering::Relaxed);
-            count!(snode_write(target));
+            count!(snode_write(target.node()));
             #[cfg(feature = "stats")]
             crate::stats::count(&target.stats.wakeups);
-            if fair || config::fairness_due(target, now) {
+            if fair || snode_mod::fairness_due(target, now) {
                 #[cfg(feature = "stats")]
                 crate::stats::count(&target.stats.parked_handoffs);
                 // Relaxed: the lock stays locked and ownership moves to the

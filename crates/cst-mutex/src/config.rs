@@ -1,7 +1,6 @@
 //! Process-wide tunables: the batch bound, the fairness timeout and the CPU
 //! count the locks' path decisions assume.
 
-use crate::snode::Snode;
 use std::fmt;
 use std::sync::atomic::{
     AtomicBool, AtomicU32 as StdAtomicU32, AtomicU64 as StdAtomicU64, AtomicUsize,
@@ -117,48 +116,10 @@ pub fn fairness_timeout() -> Duration {
     Duration::from_nanos(FAIRNESS_NS.load(StdOrdering::Relaxed))
 }
 
-/// Whether a waiter of `snode` is owed a direct handoff at `now`
-/// ([`fairness_now`]): a whole fairness period (the current
-/// [`fairness_timeout`]) has passed since the node's period started; if so,
-/// or if no period was started yet, starts the next one. Called under the
-/// queue lock `snode`'s waiters sleep on (with a clock read taken before it).
-///
-/// Times are `u64` nanoseconds since a process epoch on every target (no
-/// wrap for 584 years), and the period start is stored rather than a
-/// deadline, so a huge timeout never pins a deadline: setting the timeout
-/// back takes effect at the next check.
-pub(crate) fn fairness_due(snode: &Snode, now: u64) -> bool {
-    use crate::sync::Ordering;
-    #[cfg(numa_loom)]
-    if crate::sync::loom_fairness_due() {
-        return true;
-    }
-    // Relaxed: the field is only accessed under the same queue lock.
-    let since = snode.hot.fair_since_ns.load(Ordering::Relaxed);
-    let period = FAIRNESS_NS.load(StdOrdering::Relaxed);
-    // `now >= since` up to the clock reads racing outside the queue lock; a
-    // period that seems negative is simply not over.
-    let due = since != 0 && now.saturating_sub(since) >= period;
-    if since == 0 || due {
-        // Relaxed: as above.
-        snode.hot.fair_since_ns.store(now, Ordering::Relaxed);
-    }
-    due
-}
-
-/// Whether `snode`'s parked waiters may be owed their fairness hand-off at
-/// `now`: no period started yet, or the current one is over. A racy read
-/// outside the queue lock, for the unlock's choice between running heads and
-/// parked waiters; [`fairness_due`] decides under the lock.
-pub(crate) fn fairness_hint(snode: &Snode, now: u64) -> bool {
-    use crate::sync::Ordering;
-    #[cfg(numa_loom)]
-    if crate::sync::loom_fairness_due() {
-        return true;
-    }
-    // Relaxed: a hint.
-    let since = snode.hot.fair_since_ns.load(Ordering::Relaxed);
-    since == 0 || now.saturating_sub(since) >= FAIRNESS_NS.load(StdOrdering::Relaxed)
+/// The current fairness period in ns (see [`fairness_timeout`]).
+#[inline]
+pub(crate) fn fairness_period_ns() -> u64 {
+    FAIRNESS_NS.load(StdOrdering::Relaxed)
 }
 
 /// The fairness clock: ns since a process epoch, + 1 (0 means "no period

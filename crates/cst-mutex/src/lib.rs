@@ -266,11 +266,13 @@ mod condvar;
 mod config;
 #[cfg(not(numa_loom))]
 mod fair;
+mod list;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
 mod mutex;
 mod pool;
+mod qnode;
 mod queue;
 mod raw_condvar;
 mod raw_mutex;
@@ -278,6 +280,7 @@ mod raw_rwlock;
 mod remutex;
 mod rwlock;
 mod snode;
+mod spin;
 #[cfg(feature = "stats")]
 #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
 mod stats;
@@ -285,6 +288,7 @@ mod sync;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod test_hooks;
+mod word;
 
 /// The `lock_api` (0.5) this crate implements, re-exported as parking_lot does, so
 /// code can name the traits (`cst_mutex::lock_api::RawMutex`) without its own

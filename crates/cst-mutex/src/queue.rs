@@ -55,104 +55,25 @@
 //! unrelated waiter of this crate parked on the same stack address: every
 //! waiter re-checks its own state after waking.
 
-use crate::cohort::{Cohort, HEAD_MASK, HEAD_ONE, LOCKED_BIT, spin_round, spin_rounds};
 #[cfg(not(numa_loom))]
 use crate::config;
+use crate::list::SnodeList;
+use crate::qnode::{GRANTED, HEAD, NOT_RUNNING, PARKED, QNode, WAITING, tagged};
 #[cfg(not(numa_loom))]
 use crate::snode::QUEUED_MASK;
 use crate::snode::{PIN_ONE, QUEUED_ONE, Snode};
-use crate::sync::{self, AtomicPtr, AtomicU32, Ordering, ParkToken};
+use crate::spin::{HeadSpin, PAUSE_ROUNDS, Spin, spin_round, spin_rounds};
+use crate::sync::{self, AtomicPtr, AtomicUsize, Ordering, ParkToken};
+use crate::word::{HEAD_MASK, HEAD_ONE, LOCKED_BIT};
 use std::ptr;
 
-/// Waiting for head-ship, running.
-const WAITING: u32 = 0;
-/// Waiting for head-ship, parked (or about to park) on [`QNode::park_key`].
-const PARKED: u32 = 1;
-/// Head of its snode queue (spinning, or, after losing its withdrawal to a
-/// holder's claim, about to sleep as `PARKED` until the grant).
-const HEAD: u32 = 2;
-/// Head, and a holder handed it the lock.
-const GRANTED: u32 = 3;
-
-/// The tag of a registration slot whose head was given head-ship (and the
-/// node's registration) by its predecessor and has not run since: it may
-/// have been asleep, and may still wait for a CPU. The head clears it when
-/// it starts its wait as head. Queue nodes are 128-aligned, so bit 0 of
-/// their address is free.
-const NOT_RUNNING: usize = 1;
-
-/// A waiter's node in an snode queue. Lives on the waiter's stack for the
-/// duration of one slow acquisition.
-#[repr(align(128))]
-pub(crate) struct QNode {
-    status: AtomicU32,
-    /// 1 when the predecessor passed head-ship with its node's registration
-    /// (the word's `HEAD_ONE`, and the snode's slot naming this node):
-    /// written by the predecessor before its Release swap of `status`.
-    token: AtomicU32,
-    next: AtomicPtr<QNode>,
+/// The parts of a lock the queue works on: its word and its snode list
+/// (the cohort's fields).
+#[derive(Clone, Copy)]
+pub(crate) struct LockRef<'a> {
+    pub(crate) state: &'a AtomicUsize,
+    pub(crate) snodes: &'a SnodeList,
 }
-
-impl QNode {
-    pub(crate) fn new() -> Self {
-        QNode {
-            status: AtomicU32::new(WAITING),
-            token: AtomicU32::new(0),
-            next: AtomicPtr::new(ptr::null_mut()),
-        }
-    }
-
-    /// The parking key of this node: its address + 2. Lock keys are a lock's
-    /// address + 0, 1 or 3 (8-aligned locks) and snode keys are 8-aligned heap
-    /// addresses, so no key of this crate equals a queue node's, even when a
-    /// lock later lives at the stack address a queue node had.
-    #[inline]
-    fn park_key(&self) -> usize {
-        self as *const QNode as usize + 2
-    }
-}
-
-/// The queue fields of an snode (in its hot line).
-pub(crate) struct SnodeQueue {
-    /// The last queued waiter of the node, null when nobody queues.
-    pub(crate) tail: AtomicPtr<QNode>,
-    /// The registered head (spinning for the word or a grant), null when none
-    /// is claimable.
-    pub(crate) head: AtomicPtr<QNode>,
-}
-
-impl SnodeQueue {
-    #[cfg(not(numa_loom))]
-    pub(crate) const fn new() -> Self {
-        SnodeQueue {
-            tail: AtomicPtr::new(ptr::null_mut()),
-            head: AtomicPtr::new(ptr::null_mut()),
-        }
-    }
-
-    #[cfg(numa_loom)]
-    pub(crate) fn new() -> Self {
-        SnodeQueue {
-            tail: AtomicPtr::new(ptr::null_mut()),
-            head: AtomicPtr::new(ptr::null_mut()),
-        }
-    }
-}
-
-/// Rounds of the pause phase of [`Spin`]: round `r` pauses `2^min(r - 1, 6)`
-/// times, 1 + 2 + ... + 64 = 127 pauses in all (about 0.5-6 us, depending on
-/// the CPU's pause latency): the wait for a hand-off within a node, one
-/// critical section plus a cache-line transfer.
-#[cfg(not(numa_loom))]
-const PAUSE_ROUNDS: u32 = 7;
-
-/// How long a waiter yields after its pause phase before it parks: 50 us,
-/// about two batches of the other node (128 hand-offs at 100-200 ns each on a
-/// 16-core x86 machine), so the head of a node that waits for its turn is
-/// still running when the turn comes. On an oversubscribed CPU a single yield
-/// runs other threads for a time slice, so the waiter parks after one or two.
-#[cfg(not(numa_loom))]
-const YIELD_PHASE: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// The spin rounds a head waits for the word before it registers for a
 /// grant: 4 (1 + 2 + 4 + 8 = 15 pauses, well under a microsecond). A lock
@@ -166,72 +87,6 @@ const REGISTER_AFTER_ROUNDS: u32 = 4;
 #[cfg(numa_loom)]
 const REGISTER_AFTER_ROUNDS: u32 = 0;
 
-/// A waiter's spin budget: pauses, then yields for [`YIELD_PHASE`]; under
-/// loom, the loom thread's spin rounds (`__set_loom_spin_rounds`), each a
-/// yield.
-pub(crate) struct Spin {
-    round: u32,
-    #[cfg(not(numa_loom))]
-    yield_start: Option<std::time::Instant>,
-}
-
-impl Spin {
-    pub(crate) fn new() -> Self {
-        Spin {
-            round: 0,
-            #[cfg(not(numa_loom))]
-            yield_start: None,
-        }
-    }
-
-    /// The rounds spun so far.
-    pub(crate) fn rounds(&self) -> u32 {
-        self.round
-    }
-
-    /// One step of spinning; `false` (without spinning) once the budget is spent.
-    pub(crate) fn spin(&mut self) -> bool {
-        #[cfg(numa_loom)]
-        {
-            if self.round >= sync::loom_spin_rounds() {
-                return false;
-            }
-            self.round += 1;
-            sync::spin_loop();
-            true
-        }
-        #[cfg(not(numa_loom))]
-        {
-            if self.round < PAUSE_ROUNDS {
-                self.round += 1;
-                for _ in 0..(1u32 << (self.round - 1).min(6)) {
-                    sync::spin_loop();
-                }
-                return true;
-            }
-            let start = *self.yield_start.get_or_insert_with(std::time::Instant::now);
-            if start.elapsed() >= YIELD_PHASE {
-                return false;
-            }
-            sync::yield_now();
-            true
-        }
-    }
-}
-
-/// Whether a waiter has a spin budget at all: always, except under loom for a
-/// thread whose spin rounds are 0 (the models of the parking paths).
-#[inline]
-pub(crate) fn budget_allows_queueing() -> bool {
-    #[cfg(numa_loom)]
-    {
-        sync::loom_spin_rounds() > 0
-    }
-    #[cfg(not(numa_loom))]
-    {
-        true
-    }
-}
 /// How an untimed waiter's queued wait ended.
 pub(crate) enum Queued {
     /// It holds the lock (`granted`: handed over by a holder's grant).
@@ -246,7 +101,7 @@ pub(crate) enum Queued {
 /// whether the threads that want the lock are more than can run at once.
 /// Reads only (the word and each snode's waiting line); under loom, the
 /// model's per-thread setting.
-pub(crate) fn oversubscribed(cohort: &Cohort) -> bool {
+pub(crate) fn oversubscribed(lock: LockRef<'_>) -> bool {
     #[cfg(numa_loom)]
     {
         let _ = cohort;
@@ -255,8 +110,8 @@ pub(crate) fn oversubscribed(cohort: &Cohort) -> bool {
     #[cfg(not(numa_loom))]
     {
         // Relaxed: hints.
-        let mut wanting = 1 + crate::cohort::parked_count(cohort.state.load(Ordering::Relaxed));
-        for sn in cohort.snodes.iter() {
+        let mut wanting = 1 + crate::word::parked_count(lock.state.load(Ordering::Relaxed));
+        for sn in lock.snodes.iter() {
             wanting += sn.hot.users.load(Ordering::Relaxed) & QUEUED_MASK;
         }
         wanting > config::cpus()
@@ -265,13 +120,13 @@ pub(crate) fn oversubscribed(cohort: &Cohort) -> bool {
 
 /// The queued wait of an untimed waiter of `sn`: enqueue, wait for head-ship,
 /// then wait as head for the word or a grant. The caller pinned `sn`
-/// ([`crate::snode::SnodeList::pin`]); a waiter that acquires drops the pin
+/// ([`crate::list::SnodeList::pin`]); a waiter that acquires drops the pin
 /// with its queue count, one that runs out of budget keeps it.
-pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
+pub(crate) fn wait(lock: LockRef<'_>, sn: &Snode) -> Queued {
     // Relaxed: the queued count is a hint for arrivals (see
     // `Cohort::lock_slow`); our pin keeps the snode attached.
     sn.hot.users.fetch_add(QUEUED_ONE, Ordering::Relaxed);
-    count!(snode_write(sn));
+    count!(snode_write(sn.node()));
     let q = QNode::new();
     let me = &q as *const QNode as *mut QNode;
     let queue = &sn.hot.queue;
@@ -282,7 +137,7 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
     // orders a registration slot our predecessor cleared before emptying the
     // queue (its Release tail CAS, see `pass_headship`) before ours.
     let pred = queue.tail.swap(me, Ordering::AcqRel);
-    count!(snode_write(sn));
+    count!(snode_write(sn.node()));
     if !pred.is_null() {
         // SAFETY: `pred` is queued ahead of us: it cannot leave before it passes
         // head-ship to a successor, which it waits for us to link (see
@@ -299,12 +154,12 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
     // Relaxed: written by the predecessor before its Release swap of our
     // status, which we read with Acquire.
     let token = q.token.load(Ordering::Relaxed) != 0;
-    let r = compete(cohort, sn, &q, token);
+    let r = compete(lock, sn, &q, token);
     let carry = match r {
         Some((_, carry)) => carry,
         None => false,
     };
-    pass_headship(cohort, sn, &q, carry);
+    pass_headship(lock, sn, &q, carry);
     // Release: with the pin (when we acquired), this ends our use of the
     // snode; a detacher's Acquire CAS of `users` from 0 orders it before the
     // snode's reuse. Our queue node is no longer referenced (see
@@ -313,7 +168,7 @@ pub(crate) fn wait(cohort: &Cohort, sn: &Snode) -> Queued {
     sn.hot
         .users
         .fetch_sub(QUEUED_ONE + unpin, Ordering::Release);
-    count!(snode_write(sn));
+    count!(snode_write(sn.node()));
     match r {
         Some((granted, _)) => Queued::Acquired { granted },
         None => Queued::OutOfBudget,
@@ -414,7 +269,7 @@ fn wait_for_link(q: &QNode) -> &QNode {
             return unsafe { &*next };
         }
         round = round.saturating_add(1);
-        spin_round(round.min(crate::cohort::PAUSE_ROUNDS + 1));
+        spin_round(round.min(PAUSE_ROUNDS + 1));
     }
 }
 
@@ -427,7 +282,7 @@ fn wait_for_link(q: &QNode) -> &QNode {
 /// yet running, before head-ship passes, so the next unlock of this node can
 /// grant it even before it runs, and the word is not written. Without a
 /// successor the token is given back (`-HEAD_ONE`).
-fn pass_headship(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) {
+fn pass_headship(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) {
     let queue = &sn.hot.queue;
     // Acquire: pairs with the successor's Release link (its node initialised).
     let mut next = q.next.load(Ordering::Acquire);
@@ -445,11 +300,11 @@ fn pass_headship(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) {
             .compare_exchange(me, ptr::null_mut(), Ordering::Release, Ordering::Relaxed)
             .is_ok()
         {
-            count!(snode_write(sn));
+            count!(snode_write(sn.node()));
             if token {
                 // Relaxed: we hold the lock; the count only routes unlocks
                 // (see `register`).
-                cohort.state.fetch_sub(HEAD_ONE, Ordering::Relaxed);
+                lock.state.fetch_sub(HEAD_ONE, Ordering::Relaxed);
                 count!(word_write());
             }
             return;
@@ -468,7 +323,7 @@ fn pass_headship(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) {
         // lock orders it); the successor reads the slot after the Release
         // swap below.
         queue_head(sn).store(tagged(next), Ordering::Relaxed);
-        count!(snode_write(sn));
+        count!(snode_write(sn.node()));
     }
     // Release: our clearing of the snode's registration slot (or the token
     // and the slot we just set) happens before the successor reads them (it
@@ -482,12 +337,6 @@ fn pass_headship(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) {
     }
 }
 
-/// `p` with the slot's "not yet running" tag.
-#[inline]
-fn tagged(p: &QNode) -> *mut QNode {
-    (p as *const QNode as *mut QNode).map_addr(|a| a | NOT_RUNNING)
-}
-
 /// The head's wait: registers (if the word's head count has room), then spins
 /// on the word and on its own status. `Some((granted, token))` once it holds
 /// the lock (`token`: it still carries its node's registration, which
@@ -496,7 +345,7 @@ fn tagged(p: &QNode) -> *mut QNode {
 ///
 /// A head that inherited its predecessor's token (`token`) is registered
 /// already: it first clears the slot's not-running tag.
-fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool, bool)> {
+fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(bool, bool)> {
     let me = q as *const QNode as *mut QNode;
     // Relaxed: only a head without a predecessor is still `WAITING`, and
     // nothing else writes its status before it registers (our Release
@@ -513,7 +362,7 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool,
             .compare_exchange(tagged(q), me, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
-            count!(snode_write(sn));
+            count!(snode_write(sn.node()));
         }
     }
     #[cfg(numa_loom)]
@@ -530,12 +379,12 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool,
             return Some((true, true));
         }
         // Relaxed: a hint for the CAS below, which acquires.
-        let s = cohort.state.load(Ordering::Relaxed);
+        let s = lock.state.load(Ordering::Relaxed);
         if s & LOCKED_BIT == 0 {
             // Acquire: pairs with the Release of the unlock that freed the
             // word. A registered head keeps its `HEAD_ONE` in the word: it
             // goes to its successor with head-ship.
-            if cohort
+            if lock
                 .state
                 .compare_exchange_weak(s, s | LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
@@ -548,7 +397,7 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool,
                     // head registers after our Release head-ship pass or
                     // tail CAS.
                     queue_head(sn).store(ptr::null_mut(), Ordering::Relaxed);
-                    count!(snode_write(sn));
+                    count!(snode_write(sn.node()));
                 }
                 return Some((false, registered));
             }
@@ -560,9 +409,9 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool,
         if crowded || registered {
             if !tried_to_register && spin.rounds() >= REGISTER_AFTER_ROUNDS {
                 tried_to_register = true;
-                registered = register(cohort, sn, me);
+                registered = register(lock, sn, me);
             }
-            if spin.spin(cohort) {
+            if spin.spin(|| oversubscribed(lock)) {
                 continue;
             }
         } else if alone < spin_rounds() {
@@ -587,10 +436,10 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool,
             .compare_exchange(me, ptr::null_mut(), Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
-            count!(snode_write(sn));
+            count!(snode_write(sn.node()));
             // Relaxed: the count is a hint for unlockers (they claim through
             // `head`); every change is an RMW of the word.
-            cohort.state.fetch_sub(HEAD_ONE, Ordering::Relaxed);
+            lock.state.fetch_sub(HEAD_ONE, Ordering::Relaxed);
             count!(word_write());
             return None;
         }
@@ -598,66 +447,6 @@ fn compete(cohort: &Cohort, sn: &Snode, q: &QNode, token: bool) -> Option<(bool,
         #[cfg(numa_loom)]
         sync::set_loom_inherited(token);
         return Some((true, true));
-    }
-}
-
-/// The budget of a head with others queued behind it (or a registration
-/// to keep): pause rounds, then yields. On a lock whose waiters are no more
-/// than the CPUs ([`oversubscribed`] is false, decided once when the yields
-/// start) the head yields at least [`HEAD_YIELDS`] times before it gives up,
-/// whatever the clock says: where every waiter has a CPU a yield returns at
-/// once, and the count, unlike a time, makes the same decision on a machine
-/// whose threads share fewer CPUs ([`config::set_cpus`]). On an
-/// oversubscribed lock it yields for [`YIELD_PHASE`].
-struct HeadSpin {
-    spin: Spin,
-    #[cfg(not(numa_loom))]
-    yields_left: Option<u32>,
-}
-
-/// The least yields of a head on a lock that is not oversubscribed (about
-/// 50 us where a yield returns at once, as [`YIELD_PHASE`]).
-#[cfg(not(numa_loom))]
-const HEAD_YIELDS: u32 = 64;
-
-impl HeadSpin {
-    fn new() -> Self {
-        HeadSpin {
-            spin: Spin::new(),
-            #[cfg(not(numa_loom))]
-            yields_left: None,
-        }
-    }
-
-    fn rounds(&self) -> u32 {
-        self.spin.rounds()
-    }
-
-    fn spin(&mut self, cohort: &Cohort) -> bool {
-        #[cfg(numa_loom)]
-        {
-            let _ = cohort;
-            self.spin.spin()
-        }
-        #[cfg(not(numa_loom))]
-        {
-            if self.spin.rounds() < PAUSE_ROUNDS {
-                return self.spin.spin();
-            }
-            let left = self.yields_left.get_or_insert_with(|| {
-                if oversubscribed(cohort) {
-                    0
-                } else {
-                    HEAD_YIELDS.max(2 * config::batch_bound())
-                }
-            });
-            if *left > 0 {
-                *left -= 1;
-                sync::yield_now();
-                return true;
-            }
-            self.spin.spin()
-        }
     }
 }
 
@@ -681,16 +470,16 @@ fn queue_head(sn: &Snode) -> &AtomicPtr<QNode> {
 /// node's queue has waiters, passed from head to head ([`pass_headship`]),
 /// so a hand-off inside the node does not write the word. It leaves the
 /// word when a head withdraws or the queue empties.
-fn register(cohort: &Cohort, sn: &Snode, me: *mut QNode) -> bool {
+fn register(lock: LockRef<'_>, sn: &Snode, me: *mut QNode) -> bool {
     // Relaxed: the count only sends unlocks to the slow path; a holder that
     // sees it claims through `head`, and a claim that comes before our store
     // below finds nothing and releases the word, which we then take.
-    let mut s = cohort.state.load(Ordering::Relaxed);
+    let mut s = lock.state.load(Ordering::Relaxed);
     loop {
         if s & HEAD_MASK == HEAD_MASK {
             return false;
         }
-        match cohort.state.compare_exchange_weak(
+        match lock.state.compare_exchange_weak(
             s,
             s + HEAD_ONE,
             Ordering::Relaxed,
@@ -706,7 +495,7 @@ fn register(cohort: &Cohort, sn: &Snode, me: *mut QNode) -> bool {
     // node's initialisation, the predecessor's `HEAD` we read), so the grant
     // is the last value of our status and we cannot miss it.
     queue_head(sn).store(me, Ordering::Release);
-    count!(snode_write(sn));
+    count!(snode_write(sn.node()));
     true
 }
 
@@ -734,14 +523,14 @@ pub(crate) enum Grant {
 /// [`oversubscribed`]: a FIFO hand-off to a thread without a CPU would stall
 /// every waiter for its wake-up (CST, section 3.2: pass the lock to an
 /// active waiter). Such a head is granted by the first unlock after it runs.
-pub(crate) fn grant(cohort: &Cohort, sn: &Snode, pass_sleeper: bool) -> Grant {
+pub(crate) fn grant(lock: LockRef<'_>, sn: &Snode, pass_sleeper: bool) -> Grant {
     let head = queue_head(sn);
     // Relaxed: a hint for the claim.
     let p = head.load(Ordering::Relaxed);
     if p.is_null() {
         return Grant::NoHead;
     }
-    if p.addr() & NOT_RUNNING != 0 && pass_sleeper && oversubscribed(cohort) {
+    if p.addr() & NOT_RUNNING != 0 && pass_sleeper && oversubscribed(lock) {
         #[cfg(numa_loom)]
         sync::set_loom_passed(true);
         return Grant::NotRunning;
@@ -758,7 +547,7 @@ pub(crate) fn grant(cohort: &Cohort, sn: &Snode, pass_sleeper: bool) -> Grant {
     {
         return Grant::NoHead;
     }
-    count!(snode_write(sn));
+    count!(snode_write(sn.node()));
     #[cfg(feature = "stats")]
     crate::stats::count(&sn.stats.grants);
     if p.addr() & NOT_RUNNING != 0 {

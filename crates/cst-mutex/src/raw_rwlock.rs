@@ -31,9 +31,10 @@
 
 use crate::cohort::{
     Cohort, LOCKED_BIT, NODE_READERS_BIT, READER_MASK, READER_ONE, READERS_PARKED_BIT,
-    TOKEN_HANDOFF, TOKEN_NORMAL, UNKNOWN_NODE, WRITER_BIT, spin_round, spin_rounds,
+    TOKEN_HANDOFF, TOKEN_NORMAL, UNKNOWN_NODE, WRITER_BIT,
 };
 use crate::snode::Snode;
+use crate::spin::{spin_round, spin_rounds};
 use crate::sync::{self, Ordering, ParkResult, ParkToken, fence};
 use std::time::{Duration, Instant};
 

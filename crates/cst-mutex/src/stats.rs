@@ -139,10 +139,13 @@ impl ThreadCounts {
     pub fn remote_snode_writes_per_acquisition(&self) -> f64 {
         ratio(self.remote_snode_writes, self.acquisitions)
     }
+}
 
-    /// The sum of two threads' counts.
-    #[must_use]
-    pub fn add(self, o: ThreadCounts) -> ThreadCounts {
+/// The sum of two threads' counts.
+impl std::ops::Add for ThreadCounts {
+    type Output = ThreadCounts;
+
+    fn add(self, o: ThreadCounts) -> ThreadCounts {
         ThreadCounts {
             acquisitions: self.acquisitions + o.acquisitions,
             word_writes: self.word_writes + o.word_writes,
@@ -207,10 +210,11 @@ pub(crate) fn word_write() {
     bump(|c| c.word_writes += 1);
 }
 
-/// Counts a write to `sn`'s waiting line if `sn` is another node's.
+/// Counts a write to the waiting line of an snode of `node` if that is
+/// another node than the caller's.
 #[inline]
-pub(crate) fn snode_write(sn: &crate::snode::Snode) {
-    if sn.node() != crate::sync::current_node() {
+pub(crate) fn snode_write(node: usize) {
+    if node != crate::sync::current_node() {
         bump(|c| c.remote_snode_writes += 1);
     }
 }

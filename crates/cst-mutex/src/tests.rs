@@ -1,6 +1,6 @@
 //! White-box unit tests (they look at the state word and the snodes).
 
-use crate::cohort::{LOCKED_BIT, parked_count};
+use crate::cohort::{DETACH_BIT, LOCKED_BIT, parked_count};
 use crate::snode::{DEAD, Snode};
 use crate::sync::Ordering;
 use crate::{ConfigError, Mutex, RawMutex};
@@ -54,13 +54,23 @@ fn timed_out_waiters_leave_no_trace() {
     for h in hs {
         assert!(h.join().unwrap(), "got a held lock");
     }
-    assert_eq!(state(&m), LOCKED_BIT, "timed-out waiter left bits behind");
+    // The only trace: the note for the holder's unlock to give the snodes
+    // back, which that unlock clears.
+    assert_eq!(
+        state(&m),
+        LOCKED_BIT | DETACH_BIT,
+        "timed-out waiter left bits behind"
+    );
     // SAFETY: only reads the snodes.
     for s in unsafe { m.raw() }.cohort.snodes.iter() {
         assert_eq!(s.hot.parked.load(Ordering::SeqCst), 0);
     }
     drop(g);
     assert_eq!(state(&m), 0);
+    // SAFETY: only reads the snodes.
+    let n = unsafe { m.raw() }.snode_count();
+    // With feature `stats` the snodes keep their counters.
+    assert_eq!(n == 0, !cfg!(feature = "stats"), "{n} snodes left");
 }
 
 /// Parks `per_node` waiters on each of nodes 0 and 1 behind a holder on node
@@ -282,13 +292,13 @@ fn huge_fairness_timeout_does_not_pin_the_deadline() {
     let l = crate::RawMutex::new();
     let snode = l.cohort.snodes.get_or_insert(1);
     crate::set_fairness_timeout(Duration::from_nanos(u64::MAX)).unwrap();
-    crate::config::fairness_due(snode, crate::config::fairness_now()); // starts a period
-    crate::config::fairness_due(snode, crate::config::fairness_now());
+    crate::snode::fairness_due(snode, crate::config::fairness_now()); // starts a period
+    crate::snode::fairness_due(snode, crate::config::fairness_now());
     crate::set_fairness_timeout(Duration::from_micros(1)).unwrap();
     thread::sleep(Duration::from_millis(2));
-    let due = crate::config::fairness_due(snode, crate::config::fairness_now()) || {
+    let due = crate::snode::fairness_due(snode, crate::config::fairness_now()) || {
         thread::sleep(Duration::from_millis(2));
-        crate::config::fairness_due(snode, crate::config::fairness_now())
+        crate::snode::fairness_due(snode, crate::config::fairness_now())
     };
     crate::set_fairness_timeout(crate::DEFAULT_FAIRNESS_TIMEOUT).unwrap();
     assert!(due, "eventual fairness stayed off after a huge timeout");

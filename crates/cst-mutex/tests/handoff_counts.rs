@@ -48,7 +48,7 @@ fn run(threads: usize) -> ThreadCounts {
         .collect();
     hs.into_iter()
         .map(|h| h.join().unwrap())
-        .fold(ThreadCounts::default(), ThreadCounts::add)
+        .fold(ThreadCounts::default(), |a, b| a + b)
 }
 
 #[test]
