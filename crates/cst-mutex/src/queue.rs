@@ -72,6 +72,7 @@ use std::ptr;
 #[derive(Clone, Copy)]
 pub(crate) struct LockRef<'a> {
     pub(crate) state: &'a AtomicUsize,
+    #[cfg_attr(numa_loom, allow(dead_code))]
     pub(crate) snodes: &'a SnodeList,
 }
 
@@ -104,7 +105,7 @@ pub(crate) enum Queued {
 pub(crate) fn oversubscribed(lock: LockRef<'_>) -> bool {
     #[cfg(numa_loom)]
     {
-        let _ = cohort;
+        let _ = lock;
         sync::loom_oversubscribed()
     }
     #[cfg(not(numa_loom))]
