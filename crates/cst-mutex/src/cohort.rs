@@ -45,6 +45,7 @@
 //!      looks again, if a waiter parked or registered meanwhile).
 
 use crate::config;
+use crate::fork;
 use crate::list::SnodeList;
 use crate::queue::{self, Grant, LockRef, Queued};
 use crate::snode::{self as snode_mod, Snode};
@@ -244,6 +245,10 @@ impl Cohort {
     /// the fast path) is taken without allocating.
     #[cold]
     pub(crate) fn lock_slow(&self, deadline: Option<Instant>) -> Option<usize> {
+        fork::watch();
+        if self.stale() {
+            return self.lock_stale(deadline);
+        }
         #[cfg(numa_loom)]
         {
             sync::set_loom_handed(false);
@@ -426,6 +431,89 @@ impl Cohort {
         }
     }
 
+    /// Whether the lock's waiter state is a parent's: the process forked
+    /// since a snode of the lock was attached or reset (see `fork.rs`).
+    /// One relaxed load until the process first forks.
+    #[inline]
+    fn stale(&self) -> bool {
+        let g = fork::generation();
+        // Relaxed: the generation of an snode changes only while the lock
+        // is held (attach publishes it with the snode; see
+        // `forget_parent_waiters`), and a stale read only sends us to the
+        // slow wait of `lock_stale`, which takes the lock and looks again.
+        g != 0
+            && self
+                .snodes
+                .iter()
+                .any(|sn| sn.generation.load(Ordering::Relaxed) != g)
+    }
+
+    /// The slow acquisition of a stale lock (the child of a fork whose
+    /// snodes still hold the parent's waiters): no queue (it may end in a
+    /// parent's waiter that never runs here), only the word, until this
+    /// thread holds the lock and forgets the parent's waiters.
+    #[cold]
+    fn lock_stale(&self, deadline: Option<Instant>) -> Option<usize> {
+        let node = sync::current_node();
+        let mut round = 0u32;
+        loop {
+            if self.try_lock() {
+                if self.stale() {
+                    self.forget_parent_waiters();
+                }
+                return Some(node);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return None;
+            }
+            round = round.saturating_add(1);
+            spin_round(round.min(spin_rounds().max(1)));
+        }
+    }
+
+    /// Forgets the waiters of a parent process (the caller holds the lock
+    /// in the child of a fork, see `fork.rs`): their queue entries, their
+    /// registrations and parked counts in the word and the snodes, and
+    /// their entries in the parking lot's queues of this lock (unparking a
+    /// thread that does not exist only removes its entry). Readers' holds
+    /// are kept, as glibc keeps a lock's state across fork.
+    #[cold]
+    fn forget_parent_waiters(&self) {
+        let g = fork::generation();
+        for sn in self.snodes.iter() {
+            // SAFETY: the key is an snode of this lock (a key this crate
+            // controls); the callback touches nothing.
+            unsafe { sync::unpark_all_with(sn.park_key(), |_| TOKEN_NORMAL) };
+            let h = &sn.hot;
+            // Relaxed: we hold the lock, and no thread of this process uses
+            // the snode's waiting state: the child's waiters keep out of
+            // stale snodes (`lock_stale`) until this reset, which the
+            // lock's release publishes.
+            h.queue.tail.store(std::ptr::null_mut(), Ordering::Relaxed);
+            h.queue.head.store(std::ptr::null_mut(), Ordering::Relaxed);
+            h.parked.store(0, Ordering::Relaxed);
+            h.batch.store(0, Ordering::Relaxed);
+            h.fair_since_ns.store(0, Ordering::Relaxed);
+            h.users.store(0, Ordering::Relaxed);
+            sn.generation.store(g, Ordering::Relaxed);
+        }
+        // SAFETY: this lock's requeue key; the callback touches nothing.
+        unsafe { sync::unpark_all_with(self.requeue_key(), |_| TOKEN_NORMAL) };
+        // Relaxed: we hold the lock; the release that follows publishes.
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            match self.state.compare_exchange_weak(
+                s,
+                s & !(HEAD_MASK | PARKED_MASK | DETACH_BIT),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(x) => s = x,
+            }
+        }
+    }
+
     /// Fast unlock: `LOCKED_BIT -> 0` when nothing else is set. On failure
     /// returns the observed state for [`Cohort::unlock_slow`].
     #[inline]
@@ -455,6 +543,12 @@ impl Cohort {
     /// that another thread then frees is done with it.
     #[cold]
     pub(crate) fn unlock_slow(&self, mut s: usize, node: usize, fair: bool) {
+        if self.stale() {
+            self.forget_parent_waiters();
+            // Relaxed: as the caller's first read; every decision below is a
+            // CAS on the word.
+            s = self.state.load(Ordering::Relaxed);
+        }
         let mut node = node;
         #[cfg(feature = "stats")]
         let writes_before = crate::stats::word_writes_now();

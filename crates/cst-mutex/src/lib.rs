@@ -266,6 +266,7 @@ mod condvar;
 mod config;
 #[cfg(not(numa_loom))]
 mod fair;
+mod fork;
 mod list;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]

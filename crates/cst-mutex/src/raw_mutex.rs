@@ -138,6 +138,18 @@ impl RawMutex {
         self.cohort.snodes.iter().map(|s| s.node()).collect()
     }
 
+    /// The threads waiting in the mutex's snode queues (a snapshot, for
+    /// diagnostics and tests: a thread waiting for a lock shows here or in
+    /// [`RawMutex::parked_waiters`] once it has queued).
+    pub fn queued_waiters(&self) -> usize {
+        self.cohort
+            .snodes
+            .iter()
+            // Relaxed: a snapshot.
+            .map(|s| s.hot.users.load(Ordering::Relaxed) & crate::snode::QUEUED_MASK)
+            .sum()
+    }
+
     /// The number of threads parked on this lock right now (a snapshot,
     /// including condvar waiters moved onto it). A test and diagnostic aid.
     pub fn parked_waiters(&self) -> usize {

@@ -98,6 +98,9 @@ pub(crate) struct Snode {
     /// The address of the [`SnodeList`](crate::list::SnodeList) this snode belongs to, 0 while pooled.
     /// Changes only while `DEAD`.
     pub(crate) owner: AtomicUsize,
+    /// The fork generation the snode was attached or last reset in (see
+    /// `fork.rs`): an older one means its waiter state is a parent's.
+    pub(crate) generation: AtomicU32,
     /// The waiting counters, on their own line.
     pub(crate) hot: CachePadded<Hot>,
     /// The per-node reader counter of `RawRwLock`, on its own line.
@@ -144,6 +147,7 @@ impl Snode {
             node: AtomicUsize::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
             owner: AtomicUsize::new(0),
+            generation: AtomicU32::new(0),
             hot: CachePadded::new(Hot {
                 parked: AtomicUsize::new(0),
                 batch: AtomicU32::new(0),
@@ -202,6 +206,8 @@ impl Snode {
         // that store) and by the Release CAS of the list head (to walkers).
         self.node.store(node, Ordering::Relaxed);
         self.owner.store(owner, Ordering::Relaxed);
+        self.generation
+            .store(crate::fork::generation(), Ordering::Relaxed);
         let h = &self.hot;
         h.parked.store(0, Ordering::Relaxed);
         h.batch.store(0, Ordering::Relaxed);

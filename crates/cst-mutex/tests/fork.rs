@@ -1,0 +1,146 @@
+//! The locks in the child of a `fork`: the `pthread_atfork` pattern that
+//! POSIX recommends for libraries (the prepare handler locks the library's
+//! mutex, the parent and child handlers unlock it) while other threads wait
+//! for that mutex. The child must be able to take the lock again and contend
+//! on it with threads of its own, whatever waited in the parent.
+//!
+//! Each child runs under `alarm`, so a hang kills it with `SIGALRM` and the
+//! parent's check fails instead of the test hanging.
+#![cfg(all(unix, not(numa_loom)))]
+
+use cst_mutex::Mutex;
+use std::sync::Arc;
+use std::thread;
+
+/// Forks; the child runs `f`, then exits 0 (or is killed); returns the raw
+/// wait status.
+fn in_child(f: impl FnOnce()) -> i32 {
+    // SAFETY: the child runs `f` and `_exit`s; it never returns into the
+    // test harness. The child is single-threaded until `f` spawns threads;
+    // glibc's fork resets its own allocator locks for that.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: plain libc calls in the child.
+        unsafe { libc::alarm(30) };
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_ok();
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(if ok { 0 } else { 3 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid);
+    status
+}
+
+/// In the child: takes the lock again and contends on it with two threads
+/// of the child, 2,000 acquisitions each plus the main thread's.
+fn contend_in_child(m: &Arc<Mutex<u64>>) {
+    let before = *m.lock();
+    let hs: Vec<_> = (0..2)
+        .map(|i| {
+            let m = m.clone();
+            thread::spawn(move || {
+                numa_topology::set_current_thread_node(Some(i % 2));
+                for _ in 0..2_000 {
+                    *m.lock() += 1;
+                }
+            })
+        })
+        .collect();
+    for _ in 0..2_000 {
+        *m.lock() += 1;
+    }
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(*m.lock(), before + 6_000);
+}
+
+fn assert_exited_ok(status: i32, what: &str) {
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{what}: the child did not finish (wait status {status:#x}; SIGALRM = {} means it hung)",
+        libc::SIGALRM
+    );
+}
+
+/// Held across the fork with three waiters queued or parked behind it;
+/// unlocked in the parent and in the child; then the child takes it again
+/// and contends on it. Several forks, each with fresh waiters.
+#[test]
+fn held_across_fork_with_waiters_works_in_the_child() {
+    for round in 0..10 {
+        let m = Arc::new(Mutex::new(0u64));
+        let g = m.lock();
+        let ws: Vec<_> = (0..3)
+            .map(|i| {
+                let m = m.clone();
+                thread::spawn(move || {
+                    numa_topology::set_current_thread_node(Some(i % 2));
+                    *m.lock() += 1;
+                })
+            })
+            .collect();
+        // SAFETY: only reads the waiter counts.
+        let raw = unsafe { m.raw() };
+        while raw.queued_waiters() + raw.parked_waiters() < 3 {
+            thread::yield_now();
+        }
+        std::mem::forget(g);
+        let status = in_child(|| {
+            // SAFETY: the lock is held by this thread (the forking thread's
+            // guard was forgotten before the fork).
+            unsafe { m.force_unlock(cst_mutex::MutexGuardState::new()) };
+            contend_in_child(&m);
+        });
+        // SAFETY: as in the child.
+        unsafe { m.force_unlock(cst_mutex::MutexGuardState::new()) };
+        for w in ws {
+            w.join().unwrap();
+        }
+        assert_eq!(*m.lock(), 3);
+        assert_exited_ok(status, &format!("round {round}"));
+    }
+}
+
+/// A plain fork while other threads contend (the lock free or held by a
+/// parent thread at the moment of the fork): in the child, a lock that was
+/// free works; one held by a thread that does not exist stays held, as with
+/// glibc (checked with `try_lock`, which must not hang either).
+#[test]
+fn fork_while_others_contend() {
+    for round in 0..10 {
+        let m = Arc::new(Mutex::new(0u64));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ws: Vec<_> = (0..4)
+            .map(|i| {
+                let (m, stop) = (m.clone(), stop.clone());
+                thread::spawn(move || {
+                    numa_topology::set_current_thread_node(Some(i % 2));
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        *m.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        // SAFETY: only reads the waiter counts.
+        let raw = unsafe { m.raw() };
+        while raw.queued_waiters() + raw.parked_waiters() < 1 {
+            thread::yield_now();
+        }
+        let status = in_child(|| {
+            // Held by a parent thread at the fork: stays held, like glibc's.
+            if let Some(g) = m.try_lock() {
+                drop(g);
+                contend_in_child(&m);
+            }
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for w in ws {
+            w.join().unwrap();
+        }
+        assert_exited_ok(status, &format!("round {round}"));
+    }
+}
