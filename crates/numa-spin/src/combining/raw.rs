@@ -435,14 +435,18 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
                 // SAFETY: we hold the global lock (contract).
                 unsafe { self.lock.release() };
                 sync::event("combine-unlinked-successor");
+                // The waiters served so far are done: their wake-ups do not
+                // wait for the link either.
+                wake.wake_all();
                 let next = wait_next(cur, cfg);
+                let mut last = Wakes::new();
                 if cur != first {
                     // SAFETY: as above; we have read its link.
-                    wake.done(unsafe { finish(cur, DONE) });
+                    last.done(unsafe { finish(cur, DONE) });
                 }
                 // SAFETY: `next` waits (not run); this is our last access.
-                wake.hand_over(unsafe { finish(next, COMBINER) });
-                wake.wake_all();
+                last.hand_over(unsafe { finish(next, COMBINER) });
+                last.wake_all();
                 return;
             }
             if cur != first {
