@@ -119,6 +119,25 @@ pub(crate) fn oversubscribed(lock: LockRef<'_>) -> bool {
     }
 }
 
+/// A value that changes when the lock is handed on within or between
+/// nodes: the snodes' batch counts, which holders write at every grant and
+/// wake-up (reads only).
+fn progress(lock: LockRef<'_>) -> u64 {
+    #[cfg(numa_loom)]
+    {
+        let _ = lock;
+        0
+    }
+    #[cfg(not(numa_loom))]
+    {
+        lock.snodes.iter().fold(0u64, |h, sn| {
+            // Relaxed: a hint.
+            let b = u64::from(sn.hot.batch.load(Ordering::Relaxed));
+            h.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(b)
+        })
+    }
+}
+
 /// The queued wait of an untimed waiter of `sn`: enqueue, wait for head-ship,
 /// then wait as head for the word or a grant. The caller pinned `sn`
 /// ([`crate::list::SnodeList::pin`]); a waiter that acquires drops the pin
@@ -412,7 +431,7 @@ fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(boo
                 tried_to_register = true;
                 registered = register(lock, sn, me);
             }
-            if spin.spin(|| oversubscribed(lock)) {
+            if spin.spin(|| oversubscribed(lock), || progress(lock)) {
                 continue;
             }
         } else if alone < spin_rounds() {

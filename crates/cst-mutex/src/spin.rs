@@ -132,18 +132,25 @@ pub(crate) fn budget_allows_queueing() -> bool {
         true
     }
 }
+
 /// The budget of a head with others queued behind it (or a registration
-/// to keep): pause rounds, then yields. On a lock whose waiters are no more
-/// than the CPUs (`queue::oversubscribed` is false, decided once when the yields
-/// start) the head yields at least [`HEAD_YIELDS`] times before it gives up,
-/// whatever the clock says: where every waiter has a CPU a yield returns at
-/// once, and the count, unlike a time, makes the same decision on a machine
-/// whose threads share fewer CPUs ([`config::set_cpus`]). On an
-/// oversubscribed lock it yields for [`YIELD_PHASE`].
+/// to keep): pause rounds, then yields. On an oversubscribed lock (more
+/// waiters than CPUs: `queue::oversubscribed`, decided once when the yields
+/// start) it yields for [`YIELD_PHASE`]. Otherwise it yields
+/// [`HEAD_YIELDS`] times, or four times the batch bound if more, *since the
+/// lock last made progress*: a head waits for its node's turn, up to a
+/// batch of another node's critical sections, and on a machine where every
+/// waiter has a CPU that wait is short and a yield returns at once. Counting
+/// yields since the last hand-off, not time, makes the same decision on a
+/// machine whose threads share fewer CPUs than [`config::cpus`] says (where
+/// each yield may run other threads for a while). A lock that makes no
+/// progress for that long (a long critical section) sends the head to park.
 pub(crate) struct HeadSpin {
     spin: Spin,
     #[cfg(not(numa_loom))]
     yields_left: Option<u32>,
+    #[cfg(not(numa_loom))]
+    progress: u64,
 }
 
 /// The least yields of a head on a lock that is not oversubscribed (about
@@ -157,6 +164,8 @@ impl HeadSpin {
             spin: Spin::new(),
             #[cfg(not(numa_loom))]
             yields_left: None,
+            #[cfg(not(numa_loom))]
+            progress: 0,
         }
     }
 
@@ -164,11 +173,18 @@ impl HeadSpin {
         self.spin.rounds()
     }
 
-    /// One step; `oversubscribed` is asked once, when the yields start.
-    pub(crate) fn spin(&mut self, oversubscribed: impl FnOnce() -> bool) -> bool {
+    /// One step; `false` once the budget is spent. `oversubscribed` is
+    /// asked once, when the yields start; `progress` (a value that changes
+    /// when the lock is handed on) at each yield of a lock that is not
+    /// oversubscribed.
+    pub(crate) fn spin(
+        &mut self,
+        oversubscribed: impl FnOnce() -> bool,
+        progress: impl FnOnce() -> u64,
+    ) -> bool {
         #[cfg(numa_loom)]
         {
-            let _ = oversubscribed;
+            let _ = (oversubscribed, progress);
             self.spin.spin()
         }
         #[cfg(not(numa_loom))]
@@ -176,14 +192,20 @@ impl HeadSpin {
             if self.spin.rounds() < QUEUE_PAUSE_ROUNDS {
                 return self.spin.spin();
             }
+            let full = HEAD_YIELDS.max(4 * config::batch_bound());
+            let mut fresh = false;
             let left = self.yields_left.get_or_insert_with(|| {
-                if oversubscribed() {
-                    0
-                } else {
-                    HEAD_YIELDS.max(2 * config::batch_bound())
-                }
+                fresh = true;
+                if oversubscribed() { 0 } else { full }
             });
             if *left > 0 {
+                if !fresh {
+                    let p = progress();
+                    if p != self.progress {
+                        self.progress = p;
+                        *left = full;
+                    }
+                }
                 *left -= 1;
                 sync::yield_now();
                 return true;
