@@ -87,15 +87,13 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // wait reads, before our queue node is initialized: the first lookup
         // allocates, which may re-enter this lock (see `node::before_enqueue`).
         let my_numa = node::before_enqueue();
-        match node::current() {
+        match node::current((self as *const Self).cast()) {
             Some(me) => {
                 let _enqueued = crate::lazy::Enqueued::begin();
                 self.lock_queued(me, my_numa, &cfg);
-                if me.borrowed {
-                    // We hold the lock, so our node is in no queue and no other
-                    // thread holds its code (see `crate::node`).
-                    registry().free_code(me.code);
-                }
+                // We hold the lock, so our node is in no queue and no other
+                // thread holds its code (see `crate::node`).
+                me.done();
             }
             None => node::lock_unqueued(&self.locked, &cfg),
         }
@@ -111,6 +109,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // node passes through.
         my.next.store(0, Ordering::Relaxed);
         my.locked.store(WAIT, Ordering::Relaxed);
+        my.set_generation();
         // SAFETY: our node is in no queue (one node per thread, and our previous use
         // ended before our previous `lock()` returned): no queue head can reach it,
         // and the last head that read `numa` did so before handing us head-ship
@@ -137,7 +136,9 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                 Err(seen) => old = seen,
             }
         }
-        let pred = old >> TAIL_SHIFT;
+        // A predecessor queued before a fork, by a thread this process does
+        // not have, is gone, and so is the queue ahead of it: we are the head.
+        let pred = node::live_pred(old >> TAIL_SHIFT);
         sync::trace(|| format!("enqueued code {} pred {pred} tail {old:#x}", me.code));
         #[cfg(numa_loom)]
         sync::note_enqueued();
@@ -747,7 +748,7 @@ mod tests {
                 // Registered first, so destroyed after the queue-node slot, which
                 // `node::current()` registers now.
                 LOCK_ON_EXIT.with(|_| {});
-                assert!(node::current().is_some_and(|me| !me.borrowed));
+                assert!(node::current(std::ptr::null()).is_some_and(|me| !me.borrowed));
             });
             while !ACQUIRED_IN_DESTRUCTOR.load(StdOrdering::Relaxed) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));

@@ -323,7 +323,7 @@ pub(crate) fn head_forbids_stealing_after_the_steal_bound_only<L: TestLock>() {
 /// make run: an arrival that queued behind it would wait forever.
 pub(crate) fn arrival_takes_a_free_lock_past_an_absent_heads_mark<L: TestLock>() {
     static BOUND_1MS: Config = Config::DEFAULT.steal_bound_ns(1_000_000);
-    let me = node::current().expect("a queue node for the test thread");
+    let me = node::current(std::ptr::null()).expect("a queue node for the test thread");
     me.node.next.store(0, Ordering::SeqCst);
     let lock = Arc::new(L::with_test_config(&BOUND_1MS));
     let absent = L::naming(me.code) | NO_STEAL;

@@ -44,11 +44,18 @@
 //! acquisitions of fresh processes on each lock. (`cst-mutex` cannot do this: it
 //! parks through `parking_lot_core`, whose table allocates.)
 //!
-//! # Not in signal handlers
+//! # Signal handlers and `fork`
 //!
-//! Each thread has one queue node; a signal handler that takes any numa-spin lock
-//! while its thread waits for another corrupts that lock's queue. Like `std` and
-//! `parking_lot` locks, these are not async-signal-safe.
+//! Each thread has four queue nodes, one per nesting level (qspinlock keeps four
+//! per CPU for the task, softirq, hardirq and NMI contexts): a signal handler may
+//! take a numa-spin lock while its thread waits for another, or for the same one,
+//! four levels deep and beyond (deeper levels wait without a queue node), once
+//! the thread has had one contended acquisition outside a handler
+//! (`tests/nested.rs`). A handler must not take a lock its thread holds. In a
+//! fork's child every lock works: waiters of the parent's other threads are
+//! dropped from the queues, the forking thread's locks are its to unlock, and a
+//! lock held by another thread of the parent stays held, as with glibc's
+//! mutexes (`tests/fork.rs`, with the `pthread_atfork` pattern).
 //!
 //! # Examples
 //!
@@ -211,6 +218,9 @@ pub mod loom_hooks {
 
     /// The calling loom thread's queue-node code (allocating its slot).
     pub fn current_code() -> u32 {
-        crate::node::current().map_or(0, |me| me.code)
+        crate::node::current(std::ptr::null()).map_or(0, |me| {
+            me.done();
+            me.code
+        })
     }
 }

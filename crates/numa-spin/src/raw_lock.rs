@@ -103,11 +103,17 @@ use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_SHIFT, UNLOCKED};
 /// hands the lock to the longest waiter. See the [module docs](self) and
 /// [`Config`](crate::Config).
 ///
-/// # Not async-signal-safe
+/// # Signal handlers and `fork`
 ///
-/// Taking *any* numa-spin lock in a signal handler can corrupt the queue of every
-/// lock the interrupted thread was waiting for (each thread has one queue node,
-/// see [`crate::node`]), not only of the lock the handler takes.
+/// A signal handler may take the lock while its thread waits for this or another
+/// numa-spin lock: each thread has four queue nodes, one per nesting level, as
+/// qspinlock has per CPU, and waits without a node beyond that (see
+/// [`crate::node`]). A handler must not take a lock its thread holds (a
+/// deadlock, as with any non-recursive mutex). In a fork's child the lock works
+/// whatever waited for it in the parent: the parent's waiters are dropped from
+/// its queue; a lock the forking thread held is unlocked by it in the child as
+/// usual, and a lock held by another thread of the parent stays held, as
+/// glibc's `pthread_mutex_t` does.
 ///
 /// # Differences from `parking_lot::RawMutex`
 ///
@@ -272,6 +278,13 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     #[inline]
     pub fn is_held(&self) -> bool {
         self.locked.load(Ordering::Relaxed) != UNLOCKED
+    }
+
+    /// The raw tail word (a momentary snapshot), for tests that wait for a
+    /// waiter to enqueue: it changes whenever one does. Not a stable API.
+    #[doc(hidden)]
+    pub fn tail_word(&self) -> u32 {
+        self.tail.load(Ordering::Relaxed)
     }
 
     /// A snapshot of the lock's counters (feature `stats`).

@@ -84,7 +84,7 @@
 //! The lock word is the same 8 bytes. CNA needs nothing else per lock; HQ binds
 //! about 1.1 KB of pool metadata (one cache-line pair per node queue, 8 node
 //! queues) for the duration of a contention episode in NUMA mode. Per thread both
-//! use the one queue node of [`crate::node`]. A CNA queue head scans and reorders
+//! use the queue nodes of [`crate::node`]. A CNA queue head scans and reorders
 //! the single queue while it waits; an HQ waiter enqueues on its node's own queue
 //! (arrivals on different nodes write different lines, except for one count
 //! update of the tail word each), and a hand-off follows a link, at the price of
@@ -126,7 +126,7 @@ mod pool;
 mod switch;
 
 use crate::config::{Config, Global, Tunables};
-use crate::node::{self, registry};
+use crate::node;
 #[cfg(feature = "stats")]
 use crate::sync;
 use crate::sync::{AtomicU32, Ordering};
@@ -372,6 +372,14 @@ impl<T: Tunables> RawHqLock<T> {
         self.tail.load(Ordering::Relaxed) & NUMA_MODE != 0
     }
 
+    /// The raw tail word (a momentary snapshot), for tests that wait for a
+    /// waiter to enter the queues: it changes whenever one does (plain mode:
+    /// the tail code; NUMA mode: the waiter count). Not a stable API.
+    #[doc(hidden)]
+    pub fn tail_word(&self) -> u32 {
+        self.tail.load(Ordering::Relaxed)
+    }
+
     /// A snapshot of the lock's counters (feature `stats`).
     #[cfg(feature = "stats")]
     #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
@@ -403,7 +411,7 @@ impl<T: Tunables> RawHqLock<T> {
         // node and counts us in the tail word: the first lookup allocates,
         // which may re-enter this lock (see `node::before_enqueue`).
         let numa = node::before_enqueue();
-        let Some(me) = node::current() else {
+        let Some(me) = node::current((self as *const Self).cast()) else {
             node::lock_unqueued(&self.locked, &cfg);
             return;
         };
@@ -413,10 +421,8 @@ impl<T: Tunables> RawHqLock<T> {
             Some(Entry::Numa(m)) => self.lock_numa(me, m, numa, &cfg),
             None => node::lock_unqueued(&self.locked, &cfg),
         }
-        if me.borrowed {
-            // We hold the lock, so our node is in no queue (see `crate::node`).
-            registry().free_code(me.code);
-        }
+        // We hold the lock, so our node is in no queue (see `crate::node`).
+        me.done();
     }
 
     /// Makes the waiter on `word` (a queue node's `locked`, a node queue's

@@ -20,7 +20,10 @@ impl<T: Tunables> RawHqLock<T> {
         // links behind us; Acquire orders our predecessor's initialization (and,
         // when the queue was empty, the previous local head's accesses to this
         // node queue, released by its clearing CAS) before our writes.
-        let pred = q.tail.swap(me.code, Ordering::AcqRel);
+        // A predecessor queued before a fork cannot be in a binding made
+        // after it (see `enter`), and a freed entry's queues are empty;
+        // checked all the same, as in the plain queue.
+        let pred = node::live_pred(q.tail.swap(me.code, Ordering::AcqRel));
         let mut batch = None;
         if pred != 0 {
             // Release: our node's initialization happens-before the local head

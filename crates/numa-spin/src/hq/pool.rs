@@ -42,6 +42,12 @@ pub(crate) struct Meta {
     /// queue). A global head waits here before it waits on `locked`.
     pub(super) gate: CachePadded<AtomicU32>,
     pub(super) queues: [CachePadded<NodeQueue>; MAX_NODES],
+    /// The fork generation (`crate::node::fork_generation`) in which the entry
+    /// was last bound to a lock; 0 until the process is a fork's child. Written
+    /// by the binder (or the mode switch) before the Release CAS that puts the
+    /// entry in the tail word; read by joiners after their Acquire CAS on that
+    /// word. A `std` atomic even under loom (no fork there).
+    fork_gen: std::sync::atomic::AtomicU32,
 }
 
 impl Meta {
@@ -58,6 +64,7 @@ impl Meta {
                     turn_start: AtomicU32::new(0),
                 })
             }; MAX_NODES],
+            fork_gen: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -74,7 +81,29 @@ impl Meta {
                     turn_start: AtomicU32::new(0),
                 })
             }),
+            fork_gen: std::sync::atomic::AtomicU32::new(0),
         }
+    }
+
+    /// Records the current fork generation; by the thread that binds the entry,
+    /// before the Release CAS of the binding (or of the mode switch).
+    pub(super) fn set_generation(&self) {
+        let now = crate::node::fork_generation();
+        if now != 0 {
+            // Relaxed: published by the binding CAS's Release (see `fork_gen`).
+            self.fork_gen
+                .store(now, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the entry was bound before a fork of which this process is the
+    /// child: its waiters are in the parent. For a thread that has joined the
+    /// binding (an Acquire CAS on the tail word that names it), so that the
+    /// binder's [`Meta::set_generation`] happens-before this read.
+    pub(super) fn bound_before_fork(&self) -> bool {
+        let now = crate::node::fork_generation();
+        // Relaxed: see above.
+        now != 0 && self.fork_gen.load(std::sync::atomic::Ordering::Relaxed) < now
     }
 }
 

@@ -32,6 +32,7 @@ impl<T: Tunables> RawHqLock<T> {
         // and of the link store, which every reader of the node passes through.
         me.node.next.store(0, Ordering::Relaxed);
         me.node.locked.store(node::WAIT, Ordering::Relaxed);
+        me.node.set_generation();
         let strict = if cfg.steal_bound_ns == 0 { NO_STEAL } else { 0 };
         let hint = (self as *const Self as usize) >> 4;
         let mut claimed: Option<u32> = None;
@@ -57,7 +58,14 @@ impl<T: Tunables> RawHqLock<T> {
                 ) {
                     Ok(_) => {
                         sync::event("hq-join");
-                        break Some(Entry::Numa((t >> META_SHIFT) & META_MASK));
+                        let m = (t >> META_SHIFT) & META_MASK;
+                        if pool().meta(m).bound_before_fork() {
+                            // Its waiters exist only in the parent: drop the
+                            // binding, our count with it, and enter again.
+                            t = self.drop_binding_from_before_fork(m);
+                            continue;
+                        }
+                        break Some(Entry::Numa(m));
                     }
                     Err(seen) => t = seen,
                 }
@@ -83,7 +91,9 @@ impl<T: Tunables> RawHqLock<T> {
                         sync::event("hq-plain");
                         #[cfg(numa_loom)]
                         sync::note_enqueued();
-                        break Some(Entry::Plain(t >> CODE_SHIFT));
+                        // A predecessor queued before a fork is gone, and so
+                        // is the queue ahead of it (see `node::live_pred`).
+                        break Some(Entry::Plain(node::live_pred(t >> CODE_SHIFT)));
                     }
                     Err(seen) => t = seen,
                 }
@@ -92,6 +102,7 @@ impl<T: Tunables> RawHqLock<T> {
                 // No plain queue ahead: open the gate. Relaxed: published to
                 // joiners by the binding CAS's Release below.
                 pool().meta(m).gate.store(GO, Ordering::Relaxed);
+                pool().meta(m).set_generation();
                 let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (t & TAIL_FLAGS) | strict;
                 // Release on success: publishes our GO to every joiner. A
                 // joiner's Acquire CAS on the tail reads this value or a later
@@ -169,6 +180,7 @@ impl<T: Tunables> RawHqLock<T> {
             return;
         }
         let m = claimed.expect("claimed above");
+        pool().meta(m).set_generation();
         let new = (m << META_SHIFT) | COUNT_ONE | NUMA_MODE | (cur & TAIL_FLAGS);
         // AcqRel on success. Acquire: the last plain waiter's initialization of
         // its node (`next = 0`, before its Release enqueue CAS, which we read)
@@ -201,6 +213,40 @@ impl<T: Tunables> RawHqLock<T> {
             }
             Err(_) => pool().free(m),
         }
+    }
+
+    /// In a child of a fork, the tail word names metadata `m` bound before the
+    /// fork ([`Meta::bound_before_fork`](super::pool::Meta::bound_before_fork)):
+    /// its node queues, its list and the plain queue frozen by its mode switch
+    /// hold waiters that exist only in the parent, and its count will never
+    /// drop to 0. Empties the word (the lock starts a new contention episode;
+    /// the lock word is kept) and returns the new tail word. The entry stays
+    /// claimed for ever: nothing would reset its queues (a leak of one entry
+    /// per lock that was in NUMA mode at the fork, as the ghosts' queue nodes
+    /// leak, see `crate::node`).
+    ///
+    /// Every thread of the child that joins the word checks the binding's
+    /// generation after its join, so no thread of the child waits in `m`;
+    /// the joins that raced ours (each counted in the word) are dropped with
+    /// it, and their threads enter again as we do. `m` is never freed, so a
+    /// word that names `m` in NUMA mode is this stale binding.
+    pub(super) fn drop_binding_from_before_fork(&self, m: u32) -> u32 {
+        let mut t = self.tail.load(Ordering::Relaxed);
+        while t & NUMA_MODE != 0 && (t >> META_SHIFT) & META_MASK == m {
+            // Relaxed: an empty word publishes nothing (a thread that enqueues
+            // next finds no predecessor); the flags of the ghost head go too.
+            match self
+                .tail
+                .compare_exchange(t, 0, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    sync::event("hq-fork-unbind");
+                    return 0;
+                }
+                Err(seen) => t = seen,
+            }
+        }
+        t
     }
 
     /// Our last access to metadata `m` is done: leave the count; the last one out

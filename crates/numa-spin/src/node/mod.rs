@@ -1,4 +1,4 @@
-//! Queue nodes: one per thread, in a global registry, named by a 30-bit code.
+//! Queue nodes: four per thread, in a global registry, named by a 30-bit code.
 //!
 //! # Why per-thread nodes in a registry
 //!
@@ -8,25 +8,46 @@
 //! wait a *slot* in a process-wide registry of queue nodes and stores `slot + 1`
 //! (the node's *code*, 0 = none) in the tail and in the nodes' `next` links.
 //!
-//! One node per thread suffices: a thread uses its node only while it is inside the
-//! slow path of `lock()` on one lock, and the slow path runs no user code, so a
-//! thread never waits on two locks at once. (The holder is not in the queue: a
-//! thread holding lock A and waiting for lock B has its node in B's queue only.)
+//! Four nodes per thread (`MAX_NODES`, qspinlock's `qnodes[MAX_NODES]`): a
+//! thread uses a node only while it is inside the slow path of `lock()`, and the
+//! slow path runs no user code, so in straight-line code a thread waits for one
+//! lock at a time. (The holder is not in the queue: a thread holding lock A and
+//! waiting for lock B has a node in B's queue only.) But a signal handler can
+//! interrupt a thread that waits for lock A and take lock B, as an interrupt
+//! handler can interrupt a kernel task spinning on a qspinlock: the acquisition
+//! of B must not touch the node still queued for A. So, as qspinlock indexes
+//! its per-CPU nodes by a nesting count (task, softirq, hardirq, NMI), each
+//! thread keeps a nesting depth and uses node `depth` for its next slow path
+//! (`current`, handed back by `Me::done` once the lock is held). A handler
+//! always returns before the code it interrupted goes on, so the nodes in use
+//! are the first `depth`, whatever the interleaving.
 //!
-//! **Not async-signal-safe.** A signal handler that takes *any* numa-spin lock while
-//! the interrupted thread waits in a `lock()` reuses the thread's node while it is
-//! still linked into the first lock's queue, which corrupts that queue (and can
-//! hang or break the exclusion of both locks, not only of the lock waited for).
-//! Do not take these locks in signal handlers, as with `std` and `parking_lot`
-//! locks.
+//! Beyond four levels, and for an acquisition of the very lock an interrupted
+//! level of the same thread is queued for (queued behind its own interrupted
+//! wait, it would never become head), the slow path waits without a queue node
+//! (`lock_unqueued`: it competes for the lock word at every release, also past
+//! `NO_STEAL`), as qspinlock's fifth level spins on the lock word with trylock.
+//! Such a wait never deadlocks on the queue; it is only less fair.
+//!
+//! **Signal handlers.** A handler may take a numa-spin lock while its thread
+//! waits for any lock (the nested slow path takes the thread's next node from a
+//! thread-local with no allocation and no lock), provided the thread has had a
+//! contended `lock()` before outside a handler (the first one allocates the
+//! thread's nodes and, once per process, initializes the tunables, the node map
+//! and the fork handler, see `before_enqueue`). A handler that takes a lock
+//! its thread *holds* deadlocks, as with any non-recursive mutex.
+//!
+//! **fork.** Waiters queued in the parent do not exist in a fork's child; their
+//! nodes would stall every queue that names them. See `node/fork.rs`: a child treats
+//! them as gone.
 //!
 //! Nodes are never freed: the registry only grows (in segments of 32, 64, 128, ...
 //! slots of 128 bytes each, a `CachePadded` node), so a code always names valid
-//! memory. A thread takes a slot on its first contended `lock()` and keeps it
-//! until it exits; its thread-local destructor returns the slot to a free list,
-//! and the next thread that needs one recycles it. So the registry's size is the
-//! peak number of live threads that have ever contended (on any numa-spin lock),
-//! not the peak number of simultaneous waiters. A thread whose thread-locals are already destroyed
+//! memory. A thread takes its four slots on its first contended `lock()` and keeps
+//! them until it exits; its thread-local destructor returns them to a free list,
+//! and the next thread that needs slots recycles them. So the registry's size is
+//! four times the peak number of live threads that have ever contended (on any
+//! numa-spin lock), not the peak number of simultaneous waiters. A thread whose thread-locals are already destroyed
 //! (a `lock()` from a thread-local destructor) borrows a node from the free list
 //! for that one acquisition and returns it once it holds the lock (its node is in no
 //! queue by then), so it waits in the queue like everyone else. Only if 2^30 - 1
@@ -42,11 +63,13 @@
 //! per-execution `loom::lazy_static!` so nodes (holding loom atomics) never outlive
 //! the execution that made them.
 
+mod fork;
 mod handoff;
 mod head_wait;
 mod registry;
 mod steal;
 
+pub(crate) use fork::{generation as fork_generation, live_pred};
 pub(crate) use handoff::{signal, wait_link, wait_signal};
 pub(crate) use head_wait::{HeadWait, pass_head_ship};
 pub(crate) use registry::{
@@ -78,12 +101,15 @@ pub(crate) use steal::take_free_word;
 /// of its queue node until it leaves the slow path, a slow path calls nothing
 /// that can allocate, log, take another lock or initialize something lazily.
 ///
+/// The `pthread_atfork` registration ([`fork::register`]) allocates too.
+///
 /// The clock's epoch ([`crate::sync::now_ns`]) and the spin calibration
 /// ([`crate::backoff::ns_per_spin`]) are lazily initialized too, though
 /// neither allocates nor logs; they are initialized here as well, so that
 /// the queued wait only reads them.
 #[inline]
 pub(crate) fn before_enqueue() -> u32 {
+    fork::register();
     crate::backoff::ns_per_spin();
     crate::sync::start_clock();
     crate::sync::current_node()

@@ -5,7 +5,9 @@ use crate::sync::{AtomicU32, UnsafeCell, thread_local};
 use crossbeam_utils::CachePadded;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicPtr, AtomicU32 as AtomicU32Std, AtomicU64, Ordering as StdOrdering};
+use std::sync::atomic::{
+    AtomicPtr, AtomicU32 as AtomicU32Std, AtomicU64, Ordering as StdOrdering, compiler_fence,
+};
 
 /// The hand-off state a queue head carries and passes to the next head: the NUMA
 /// preference and the secondary queue (CNA's "encoded secondary tail" in the
@@ -63,6 +65,12 @@ pub(crate) struct QNode {
     /// The next free code while the node's code is on the registry's free list
     /// (registration, not the lock algorithm: a `std` atomic even under loom).
     free_next: AtomicU32Std,
+    /// The fork generation ([`super::fork`]) in which the owner last
+    /// initialized the node for a `lock()`: a node of an older generation
+    /// belongs to a thread that does not exist in this process. Written by the
+    /// owner before it publishes the node, only in a child of a fork (0 until
+    /// then); a `std` atomic even under loom (no fork there).
+    fork_gen: AtomicU32Std,
 }
 
 // SAFETY: `QNode` is shared between threads through the registry. Its atomics are
@@ -88,7 +96,28 @@ impl QNode {
             numa: UnsafeCell::new(0),
             handoff: UnsafeCell::new(HeadState::EMPTY),
             free_next: AtomicU32Std::new(0),
+            fork_gen: AtomicU32Std::new(0),
         }
+    }
+
+    /// Records the current fork generation in the node; called by its owner
+    /// while it initializes the node, before the Release that publishes it.
+    /// Nothing to do before the first fork (the generation is 0, and so is
+    /// every node's).
+    #[inline]
+    pub(crate) fn set_generation(&self) {
+        let now = super::fork::generation();
+        if now != 0 {
+            // Relaxed: published with the node's initialization (see `fork_gen`).
+            self.fork_gen.store(now, StdOrdering::Relaxed);
+        }
+    }
+
+    /// The fork generation recorded by [`QNode::set_generation`].
+    #[inline]
+    pub(crate) fn generation(&self) -> u32 {
+        // Relaxed: see `fork_gen`.
+        self.fork_gen.load(StdOrdering::Relaxed)
     }
 }
 
@@ -381,22 +410,44 @@ pub(crate) fn registry() -> &'static Registry {
     &REGISTRY
 }
 
-/// The calling thread's slot and its xorshift state.
+/// Queue nodes per thread: a thread can wait for this many locks at once, each
+/// acquisition made while it waits for the others (a signal handler that takes
+/// a lock while its thread is queued for another, nested). Linux's qspinlock
+/// keeps `MAX_NODES` = 4 nodes per CPU for the task, softirq, hardirq and NMI
+/// contexts, indexed by a per-CPU nesting count (`qnodes[MAX_NODES]`, `idx`);
+/// here the nesting count is per thread. An acquisition nested deeper waits
+/// without a queue node (`lock_unqueued`), as qspinlock's does
+/// (`idx >= MAX_NODES`: spin on the lock word with trylock).
+pub(crate) const MAX_NODES: usize = 4;
+
+/// The calling thread's queue nodes, its nesting depth and its xorshift state.
 struct ThreadSlot {
-    /// The thread's node code, 0 = not yet allocated.
-    code: Cell<u32>,
+    /// The thread's node codes, one per nesting level; 0 = not yet allocated.
+    /// All are allocated together by the thread's first contended `lock()`
+    /// (not nested), so a nested acquisition never allocates.
+    codes: [Cell<u32>; MAX_NODES],
+    /// Nodes in use: the nesting level of the next `lock()` slow path. Each
+    /// level returns its node before the level below it runs again (a signal
+    /// handler returns before the interrupted code goes on), so the nodes in
+    /// use are always `codes[..depth]`.
+    depth: Cell<usize>,
+    /// The address of the lock each level in use waits for.
+    waits_for: [Cell<usize>; MAX_NODES],
     /// xorshift32 state (never 0).
     rng: Cell<u32>,
 }
 
 impl Drop for ThreadSlot {
     fn drop(&mut self) {
-        // The thread is exiting, so it is inside no `lock()`: its node is in no queue
-        // and no other thread holds its code (see the module docs), so the code can
-        // be recycled. Under loom the registry dies with the execution instead.
+        // The thread is exiting, so it is inside no `lock()`: its nodes are in no
+        // queue and no other thread holds their codes (see the module docs), so the
+        // codes can be recycled. Under loom the registry dies with the execution
+        // instead.
         #[cfg(not(numa_loom))]
-        if self.code.get() != 0 {
-            registry().free_code(self.code.get());
+        for code in &self.codes {
+            if code.get() != 0 {
+                registry().free_code(code.get());
+            }
         }
     }
 }
@@ -406,33 +457,93 @@ thread_local! {
     // not take that form, and this is read on slow paths only.
     #[allow(clippy::missing_const_for_thread_local)]
     static THREAD_SLOT: ThreadSlot = ThreadSlot {
-        code: Cell::new(0),
+        codes: [const { Cell::new(0) }; MAX_NODES],
+        depth: Cell::new(0),
+        waits_for: [const { Cell::new(0) }; MAX_NODES],
         rng: Cell::new(0),
     };
 }
 
-/// A queue node the calling thread may use for one `lock()`.
+/// A queue node the calling thread may use for one `lock()`; hand it back
+/// with [`Me::done`].
 #[derive(Clone, Copy)]
 pub(crate) struct Me {
     /// The node's code.
     pub(crate) code: u32,
     /// The node.
     pub(crate) node: &'static QNode,
-    /// Borrowed for this `lock()` only (the thread's slot is gone): return it
-    /// with [`Registry::free_code`] once the lock is acquired.
+    /// Borrowed for this `lock()` only (the thread's slot is gone): returned
+    /// to the registry by [`Me::done`].
     pub(crate) borrowed: bool,
 }
 
-/// A queue node for the calling thread: its own slot (allocated on first use), or,
-/// when its thread-locals are already destroyed (a `lock()` from a thread-local
-/// destructor), a node borrowed from the registry for this one acquisition.
-/// `None` only if all 2^30 - 1 codes are taken or the system allocator failed.
-pub(crate) fn current() -> Option<Me> {
-    let own = THREAD_SLOT.try_with(|slot| {
-        if slot.code.get() == 0 {
-            slot.code.set(registry().alloc()?);
+impl Me {
+    /// The `lock()` that got this node from [`current`] holds the lock, so the
+    /// node is in no queue and no other thread holds its code: a borrowed node
+    /// goes back to the registry, the thread's own one to its nesting level.
+    pub(crate) fn done(self) {
+        if self.borrowed {
+            registry().free_code(self.code);
+            return;
         }
-        Some(slot.code.get())
+        let _ = THREAD_SLOT.try_with(|slot| {
+            // Our last access to the node happens before the level is handed
+            // back, also for a signal handler that interrupts us here and takes
+            // the level (a compiler fence orders it for the same thread).
+            compiler_fence(StdOrdering::SeqCst);
+            debug_assert!(slot.depth.get() > 0);
+            slot.depth.set(slot.depth.get().saturating_sub(1));
+        });
+    }
+}
+
+/// A queue node for the calling thread's `lock()` of the lock at address
+/// `lock`: the node of its current nesting level (its nodes are allocated on
+/// first use), or, when its thread-locals are already destroyed (a `lock()`
+/// from a thread-local destructor), a node borrowed from the registry for this
+/// one acquisition. `None`, and the caller waits without a queue node
+/// (`lock_unqueued`), when
+///
+/// - the thread already waits for [`MAX_NODES`] locks (a signal handler
+///   interrupted each wait and took another lock);
+/// - the thread is already queued for `lock` itself (a signal handler takes the
+///   lock its thread waits for): queued behind its own interrupted wait, which
+///   cannot go on until the handler returns, it would never become head;
+///   without a node it takes the lock word when it is released, as a
+///   `pthread_mutex` would let it;
+/// - all 2^30 - 1 codes are taken, or the system allocator failed.
+///
+/// Async-signal-safe when the thread is already in a `lock()` (the case it is
+/// made for: a handler that interrupted a wait): it then reads and writes only
+/// the thread's slot, which exists and holds every node; no allocation, no lock.
+pub(crate) fn current(lock: *const ()) -> Option<Me> {
+    let lock = lock as usize;
+    let own = THREAD_SLOT.try_with(|slot| {
+        let depth = slot.depth.get();
+        if depth >= MAX_NODES || slot.waits_for[..depth].iter().any(|l| l.get() == lock) {
+            return None;
+        }
+        if depth == 0 {
+            // Not nested: allocate the nodes of every level now.
+            for code in &slot.codes {
+                if code.get() == 0 {
+                    code.set(registry().alloc()?);
+                }
+            }
+        }
+        let code = slot.codes[depth].get();
+        if code == 0 {
+            // Nested, and the outer level could not allocate this one.
+            return None;
+        }
+        // Taken before we touch the node: a signal handler that interrupts us
+        // from here on uses the next level (a compiler fence orders it for the
+        // same thread). A handler that runs before this store takes this level
+        // and hands it back before we go on.
+        slot.waits_for[depth].set(lock);
+        slot.depth.set(depth + 1);
+        compiler_fence(StdOrdering::SeqCst);
+        Some(code)
     });
     let (code, borrowed) = match own {
         Ok(code) => (code?, false),
@@ -457,7 +568,7 @@ pub(crate) fn one_in(one_in: u32) -> bool {
             if x == 0 {
                 // Seed from the slot code and the stack address: distinct per thread.
                 let local = 0u8;
-                x = (slot.code.get() ^ (&raw const local as usize as u32))
+                x = (slot.codes[0].get() ^ (&raw const local as usize as u32))
                     .wrapping_mul(0x9E37_79B9)
                     | 1;
             }
@@ -493,12 +604,12 @@ mod tests {
     #[test]
     fn threads_get_distinct_codes_and_exited_ones_are_recycled() {
         let _serial = REGISTRY_USERS.lock().unwrap_or_else(|e| e.into_inner());
-        let mine = current().expect("slot").code;
+        let mine = current(std::ptr::null()).expect("slot").code;
         // Other tests' threads start (taking codes off the free list) in
         // parallel with this one, so a freed code may be taken again before we
         // look: a recycling registry shows it free in one of a few tries.
         let recycled = (0..5).any(|_| {
-            let other = std::thread::spawn(|| current().expect("slot").code)
+            let other = std::thread::spawn(|| current(std::ptr::null()).expect("slot").code)
                 .join()
                 .unwrap();
             assert_ne!(mine, other);
@@ -583,6 +694,7 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(zeroed.handoff.with(|h| unsafe { *h }), HeadState::EMPTY);
         assert_eq!(zeroed.free_next.load(StdOrdering::Relaxed), 0);
+        assert_eq!(zeroed.fork_gen.load(StdOrdering::Relaxed), 0);
         assert_eq!(std::mem::align_of::<Slot>() % 64, 0);
         // SAFETY: allocated above with `layout`.
         unsafe { System.dealloc(p.cast(), layout) };

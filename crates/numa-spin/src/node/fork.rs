@@ -1,0 +1,115 @@
+//! `fork(2)`: queue nodes of threads that do not exist in the child.
+//!
+//! A fork copies the locks with their queues, but only the forking thread
+//! goes on in the child. A waiter that was queued in the parent (a *ghost*
+//! in the child) never takes its turn: a lock whose queue names it would hand
+//! head-ship to nobody, and every child thread that queued behind it would
+//! wait for ever. The forking thread itself is in no queue (it is inside no
+//! `lock()` while it calls `fork`).
+//!
+//! So the process keeps a *fork generation*, advanced by a `pthread_atfork`
+//! child handler that the first slow path of the process registers
+//! ([`register`], from [`before_enqueue`](super::before_enqueue)). A waiter
+//! records the generation in its queue node when it initializes it, and a
+//! lock's queue treats a node of an older generation as gone: an arrival whose
+//! predecessor in the queue is a ghost ([`live_pred`]) becomes the queue head
+//! instead of linking behind it. Every waiter queued before the fork is a
+//! ghost and every waiter queued after it is not, so the ghosts are always
+//! the front of a queue, and a predecessor that is a ghost means that the
+//! whole queue ahead is: nobody waits there. The lock word itself is kept: a
+//! lock the forking thread held is released by it in the child and taken by
+//! the new head, a lock that was free stays free, and a lock held by a thread
+//! that does not exist in the child stays held (as glibc's mutexes do). The
+//! HQ lock's metadata bound before the fork is dropped the same way (see
+//! `RawHqLock::enter`).
+//!
+//! The ghosts' queue nodes stay allocated in the child: their codes may still
+//! be named by a lock's tail word, which nothing enumerates, so they are never
+//! recycled (their threads' slots never return them). That leaks
+//! [`MAX_NODES`](super::registry::MAX_NODES) nodes of 128 bytes per thread
+//! alive at the fork, once per fork; glibc's child keeps its dead threads'
+//! mutex state too, and a child usually execs or exits soon.
+//!
+//! Cost: until the process is the child of a fork the generation is 0 and
+//! every check is one relaxed load of a read-mostly word, on slow paths only;
+//! the fast paths do not look at it.
+
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The fork generation: how many forks lie between the process's first
+/// ancestor that used these locks and this process (0 in that ancestor and in
+/// every process that never forked from one). Advanced by [`after_fork_in_child`]
+/// while the child has only the forking thread, so every later access of the
+/// child happens after it (Relaxed everywhere).
+static GENERATION: CachePadded<AtomicU32> = CachePadded::new(AtomicU32::new(0));
+
+/// The current fork generation (0: this process is no child of a fork that
+/// could have left ghosts in a queue). One relaxed load.
+#[inline]
+pub(crate) fn generation() -> u32 {
+    // Relaxed: changed only by the child handler, before any other thread of
+    // the child exists (see `GENERATION`).
+    GENERATION.load(Ordering::Relaxed)
+}
+
+/// The child handler: every waiter queued before now is a ghost.
+/// Async-signal-safe (one atomic add), as a child handler must be.
+#[cfg(all(unix, not(numa_loom)))]
+extern "C" fn after_fork_in_child() {
+    GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Registers the child handler with `pthread_atfork`, once per process (a
+/// child inherits the registration). Called on slow paths before the queue
+/// node is initialized: `pthread_atfork` allocates, so it must not run while
+/// the thread's node is enqueued (see `before_enqueue`). A re-entrant call
+/// from inside the registration (an allocator that takes a numa-spin lock)
+/// returns at once. Under loom, and where there is no `fork`, it does nothing.
+#[inline]
+pub(crate) fn register() {
+    #[cfg(all(unix, not(numa_loom)))]
+    {
+        use std::sync::atomic::AtomicU8;
+        /// 0: not registered, 1: being registered, 2: registered.
+        static REGISTERED: AtomicU8 = AtomicU8::new(0);
+        // Relaxed: only decides whether to try; the registration itself is
+        // synchronized inside libc.
+        if REGISTERED.load(Ordering::Relaxed) == 0
+            && REGISTERED
+                .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            // SAFETY: the handler is an `extern "C" fn()` that lives as long as
+            // the process and only does an atomic add; no prepare or parent
+            // handler.
+            let r = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+            if r != 0 {
+                // Out of memory: let a later slow path try again. Until then a
+                // fork's child may find ghosts in its queues.
+                REGISTERED.store(0, Ordering::Relaxed);
+            } else {
+                REGISTERED.store(2, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// `pred` (a queue node's code, 0 = none), or 0 if that node is a ghost:
+/// initialized in an older fork generation than `generation()`, by a thread
+/// that does not exist in this process. For an arrival that has just swapped
+/// itself into a queue's tail behind `pred`: with 0 it is the queue head.
+///
+/// The node's generation is read Relaxed: the arrival read `pred` from the
+/// tail word with Acquire, which the node's owner wrote with Release after
+/// recording its generation; a ghost's generation was written before the fork.
+#[inline]
+pub(crate) fn live_pred(pred: u32) -> u32 {
+    let now = generation();
+    if now != 0 && pred != 0 && super::registry().node(pred).generation() < now {
+        crate::sync::event("fork-ghost");
+        0
+    } else {
+        pred
+    }
+}
