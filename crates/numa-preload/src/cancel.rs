@@ -85,10 +85,18 @@ unsafe extern "C" {
         state: core::ffi::c_int,
         old: *mut core::ffi::c_int,
     ) -> core::ffi::c_int;
+    /// glibc's `pthread_setcanceltype(3)` (not a cancellation point).
+    fn pthread_setcanceltype(ty: core::ffi::c_int, old: *mut core::ffi::c_int) -> core::ffi::c_int;
 }
 
+/// glibc's `PTHREAD_CANCEL_ENABLE`.
+const CANCEL_ENABLE: core::ffi::c_int = 0;
 /// glibc's `PTHREAD_CANCEL_DISABLE`.
 const CANCEL_DISABLE: core::ffi::c_int = 1;
+/// glibc's `PTHREAD_CANCEL_DEFERRED`.
+const CANCEL_DEFERRED: core::ffi::c_int = 0;
+/// glibc's `PTHREAD_CANCEL_ASYNCHRONOUS`.
+const CANCEL_ASYNCHRONOUS: core::ffi::c_int = 1;
 
 /// Disables cancellation; returns the state to give to [`restore_state`].
 pub fn disable() -> core::ffi::c_int {
@@ -98,11 +106,38 @@ pub fn disable() -> core::ffi::c_int {
     old
 }
 
-/// Puts back the cancellation state returned by [`disable`].
+/// Puts back the cancellation state returned by [`disable`]. With
+/// asynchronous cancellation and a pending cancel glibc acts on it here (it
+/// unwinds): call it only where that may happen.
 pub fn restore_state(old: core::ffi::c_int) {
     let mut prev = 0;
     // SAFETY: `old` came from glibc; a local out-pointer.
     unsafe { pthread_setcancelstate(old, &mut prev) };
+}
+
+/// Switches this thread to deferred cancellation; returns whether it was
+/// asynchronous (give that to [`restore_type`]). Never acts on a cancel.
+pub fn make_deferred() -> bool {
+    let mut old = CANCEL_DEFERRED;
+    // SAFETY: a valid type and a local out-pointer.
+    unsafe { pthread_setcanceltype(CANCEL_DEFERRED, &mut old) };
+    old == CANCEL_ASYNCHRONOUS
+}
+
+/// Puts back asynchronous cancellation if [`make_deferred`] said it was on.
+/// With cancellation enabled and a cancel pending, glibc acts on it here (it
+/// unwinds through the caller).
+///
+/// # Safety
+///
+/// As for [`testcancel`] when `was_async` is true.
+pub unsafe fn restore_type(was_async: bool) {
+    if was_async {
+        let mut prev = 0;
+        // SAFETY: a valid type and a local out-pointer; the unwind it may
+        // start is the caller's contract.
+        unsafe { pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut prev) };
+    }
 }
 
 /// Runs `f` with cancellation disabled. Our lock functions are not
@@ -116,6 +151,98 @@ pub fn shielded<R>(f: impl FnOnce() -> R) -> R {
     let r = f();
     restore_state(old);
     r
+}
+
+/// Added to a lock function's result: the thread had asynchronous
+/// cancellation enabled, which the slow path switched off; the export puts
+/// it back with [`finish`] (acting on a pending cancel there).
+pub const ASYNC: core::ffi::c_int = 1 << 30;
+/// A lock function's result: not acquired yet, the thread has asynchronous
+/// cancellation (switched off as for [`ASYNC`]): the export lets a pending
+/// cancel act ([`finish`]) and calls the function again.
+pub const RETRY: core::ffi::c_int = 1 << 29;
+
+/// How long an asynchronously cancellable thread waits for a lock between
+/// two looks at a pending cancel (glibc's futex wait is interrupted by the
+/// cancel signal at once; ours cannot be: see [`blocking`]).
+pub const ASYNC_SLICE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The slow path of a lock acquisition, cancellation-safe: 0 when acquired,
+/// `ETIMEDOUT` when `until` passed first, either with [`ASYNC`] added, or
+/// `RETRY | ASYNC` (not acquired: return it to the export).
+///
+/// `wait(None)` blocks until acquired; `wait(Some(deadline))` gives up at
+/// `deadline` (false). The wait runs with cancellation disabled (see
+/// [`shielded`]). A thread with *asynchronous* cancellation enabled would be
+/// cancelled by glibc's signal inside a blocked `pthread_mutex_lock`, but an
+/// unwind from a signal handler out of a lock's wait would leave the lock's
+/// queue or parking lot pointing into a dead stack, and a cancel acted on
+/// when the shield is lifted here would unwind through this crate's frames.
+/// So such a thread waits in slices of [`ASYNC_SLICE`] (until `until`, if
+/// given) with cancellation disabled and deferred, and the result carries
+/// [`ASYNC`]: the export puts asynchronous cancellation back itself
+/// ([`finish`]), where glibc may act on a pending cancel with no Rust frame
+/// but the export's own left to unwind, and calls again after a [`RETRY`].
+#[inline]
+pub fn blocking(
+    until: Option<std::time::Instant>,
+    mut wait: impl FnMut(Option<std::time::Instant>) -> bool,
+) -> core::ffi::c_int {
+    let state = disable();
+    let was_async = make_deferred();
+    if !(was_async && state == CANCEL_ENABLE) {
+        let got = wait(until);
+        if was_async {
+            let mut prev = 0;
+            // SAFETY: a valid type, a local out-pointer; cancellation is
+            // disabled, so glibc acts on nothing here.
+            unsafe { pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut prev) };
+        }
+        // Disabled, or enabled and deferred: putting it back never acts.
+        restore_state(state);
+        return if got { 0 } else { libc::ETIMEDOUT };
+    }
+    let slice = std::time::Instant::now() + ASYNC_SLICE;
+    let at = until.map_or(slice, |u| u.min(slice));
+    if wait(Some(at)) {
+        ASYNC
+    } else if until.is_some_and(|u| u <= at) {
+        ASYNC | libc::ETIMEDOUT
+    } else {
+        RETRY | ASYNC
+    }
+}
+
+/// In an export, after a lock function returned `r`: puts back asynchronous
+/// cancellation that [`blocking`] switched off, which acts on a pending cancel
+/// (glibc unwinds from here); `None` when the function must be called again.
+///
+/// # Safety
+///
+/// Called by an export's own frame (`extern "C-unwind"`, nothing to drop),
+/// directly: that frame is the only Rust frame the unwind crosses.
+#[inline(always)]
+pub unsafe fn finish(r: core::ffi::c_int) -> Option<core::ffi::c_int> {
+    if r & ASYNC == 0 {
+        return Some(r);
+    }
+    let mut prev = 0;
+    // SAFETY: valid values and local out-pointers. Enabled while deferred:
+    // nothing acts; then `pthread_testcancel` acts on a pending cancel (and
+    // sets the thread's result to `PTHREAD_CANCELED`, which glibc 2.36's
+    // `pthread_setcancelstate` does not when it acts); then asynchronous
+    // again. An unwind from here crosses the caller's plain old frame only
+    // (the caller's contract).
+    unsafe {
+        pthread_setcancelstate(CANCEL_ENABLE, &mut prev);
+        glibc_testcancel();
+        pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut prev);
+    }
+    if r & RETRY != 0 {
+        None
+    } else {
+        Some(r & !ASYNC)
+    }
 }
 
 unsafe extern "C-unwind" {

@@ -245,7 +245,12 @@ pub unsafe fn destroy(c: *mut pthread_cond_t) -> c_int {
 ///
 /// A cancellation point (see [`cancel`]): a pending cancel is acted on at entry,
 /// and one that woke the wait after the mutex is re-taken, by a forced unwind
-/// through this frame, which holds nothing to drop.
+/// through this frame, which holds nothing to drop. A thread with
+/// asynchronous cancellation waits with deferred cancellation and gets its
+/// type back at the end, with the mutex held (glibc's signal would otherwise
+/// unwind it out of the futex wait, with the mutex free, its registration
+/// and the condvar's waiter count left behind): its cancel then takes effect
+/// as a deferred one does, with the cleanup handlers running on the mutex.
 ///
 /// # Safety
 ///
@@ -253,6 +258,27 @@ pub unsafe fn destroy(c: *mut pthread_cond_t) -> c_int {
 /// readable; every Rust frame from here to the C caller is a plain old frame of
 /// a function with an unwinding ABI (see [`cancel::testcancel`]).
 pub unsafe fn wait<L: InPlace>(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    clock: Option<clockid_t>,
+    abstime: *const timespec,
+    timed: bool,
+) -> c_int {
+    let was_async = cancel::make_deferred();
+    // SAFETY: caller's contract.
+    let r = unsafe { wait_deferred::<L>(c, m, clock, abstime, timed) };
+    // SAFETY: the mutex is held again (or was never released), and the
+    // frames up to the C caller are plain old frames (caller's contract).
+    unsafe { cancel::restore_type(was_async) };
+    r
+}
+
+/// [`wait`] with deferred (or disabled) cancellation.
+///
+/// # Safety
+///
+/// As for [`wait`].
+unsafe fn wait_deferred<L: InPlace>(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
     clock: Option<clockid_t>,

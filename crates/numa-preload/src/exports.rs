@@ -83,15 +83,221 @@ export! {
     fn pthread_cond_broadcast(c: *mut pthread_cond_t) => cond::wake(c, true);
     fn pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t) => rwlock::init(l, a);
     fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) => rwlock::destroy(l);
-    fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) => rwlock::rdlock(l, Wait::Block);
     fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) => rwlock::rdlock(l, Wait::Try);
-    fn pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) => rwlock::rdlock(l, Wait::Until(libc::CLOCK_REALTIME, t));
-    fn pthread_rwlock_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) => rwlock::rdlock(l, Wait::Until(k, t));
-    fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) => rwlock::wrlock(l, Wait::Block);
     fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) => rwlock::wrlock(l, Wait::Try);
-    fn pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) => rwlock::wrlock(l, Wait::Until(libc::CLOCK_REALTIME, t));
-    fn pthread_rwlock_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) => rwlock::wrlock(l, Wait::Until(k, t));
     fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) => rwlock::unlock(l);
+}
+
+/// `pthread_rwlock_rdlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_rdlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int {
+    // A thread with asynchronous cancellation may be cancelled here (see
+    // `cancel::finish`): this frame holds nothing to drop, errno is put back
+    // by hand.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    loop {
+        // SAFETY: our caller's contract is the C function's, which is what
+        // each implementation (and glibc) requires; `finish` is called by
+        // this frame, which has nothing to drop.
+        let r = unsafe {
+            if mode::current() == Mode::Pthread {
+                stats::forwarded();
+                real::pthread_rwlock_rdlock(l)
+            } else {
+                rwlock::rdlock(l, Wait::Block)
+            }
+        };
+        // SAFETY: as above.
+        if let Some(r) = unsafe { cancel::finish(r) } {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            return r;
+        }
+    }
+}
+
+/// `pthread_rwlock_timedrdlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_timedrdlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn pthread_rwlock_timedrdlock(
+    l: *mut pthread_rwlock_t,
+    t: *const timespec,
+) -> c_int {
+    // A thread with asynchronous cancellation may be cancelled here (see
+    // `cancel::finish`): this frame holds nothing to drop, errno is put back
+    // by hand.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    loop {
+        // SAFETY: our caller's contract is the C function's, which is what
+        // each implementation (and glibc) requires; `finish` is called by
+        // this frame, which has nothing to drop.
+        let r = unsafe {
+            if mode::current() == Mode::Pthread {
+                stats::forwarded();
+                real::pthread_rwlock_timedrdlock(l, t)
+            } else {
+                rwlock::rdlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
+            }
+        };
+        // SAFETY: as above.
+        if let Some(r) = unsafe { cancel::finish(r) } {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            return r;
+        }
+    }
+}
+
+/// `pthread_rwlock_clockrdlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_clockrdlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn pthread_rwlock_clockrdlock(
+    l: *mut pthread_rwlock_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
+    // A thread with asynchronous cancellation may be cancelled here (see
+    // `cancel::finish`): this frame holds nothing to drop, errno is put back
+    // by hand.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    loop {
+        // SAFETY: our caller's contract is the C function's, which is what
+        // each implementation (and glibc) requires; `finish` is called by
+        // this frame, which has nothing to drop.
+        let r = unsafe {
+            if mode::current() == Mode::Pthread {
+                stats::forwarded();
+                real::pthread_rwlock_clockrdlock(l, k, t)
+            } else {
+                rwlock::rdlock(l, Wait::Until(k, t))
+            }
+        };
+        // SAFETY: as above.
+        if let Some(r) = unsafe { cancel::finish(r) } {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            return r;
+        }
+    }
+}
+
+/// `pthread_rwlock_wrlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_wrlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int {
+    // A thread with asynchronous cancellation may be cancelled here (see
+    // `cancel::finish`): this frame holds nothing to drop, errno is put back
+    // by hand.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    loop {
+        // SAFETY: our caller's contract is the C function's, which is what
+        // each implementation (and glibc) requires; `finish` is called by
+        // this frame, which has nothing to drop.
+        let r = unsafe {
+            if mode::current() == Mode::Pthread {
+                stats::forwarded();
+                real::pthread_rwlock_wrlock(l)
+            } else {
+                rwlock::wrlock(l, Wait::Block)
+            }
+        };
+        // SAFETY: as above.
+        if let Some(r) = unsafe { cancel::finish(r) } {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            return r;
+        }
+    }
+}
+
+/// `pthread_rwlock_timedwrlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_timedwrlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn pthread_rwlock_timedwrlock(
+    l: *mut pthread_rwlock_t,
+    t: *const timespec,
+) -> c_int {
+    // A thread with asynchronous cancellation may be cancelled here (see
+    // `cancel::finish`): this frame holds nothing to drop, errno is put back
+    // by hand.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    loop {
+        // SAFETY: our caller's contract is the C function's, which is what
+        // each implementation (and glibc) requires; `finish` is called by
+        // this frame, which has nothing to drop.
+        let r = unsafe {
+            if mode::current() == Mode::Pthread {
+                stats::forwarded();
+                real::pthread_rwlock_timedwrlock(l, t)
+            } else {
+                rwlock::wrlock(l, Wait::Until(libc::CLOCK_REALTIME, t))
+            }
+        };
+        // SAFETY: as above.
+        if let Some(r) = unsafe { cancel::finish(r) } {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            return r;
+        }
+    }
+}
+
+/// `pthread_rwlock_clockwrlock(3)`: see the [crate docs](crate).
+///
+/// # Safety
+///
+/// The contract of `pthread_rwlock_clockwrlock(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn pthread_rwlock_clockwrlock(
+    l: *mut pthread_rwlock_t,
+    k: clockid_t,
+    t: *const timespec,
+) -> c_int {
+    // A thread with asynchronous cancellation may be cancelled here (see
+    // `cancel::finish`): this frame holds nothing to drop, errno is put back
+    // by hand.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    loop {
+        // SAFETY: our caller's contract is the C function's, which is what
+        // each implementation (and glibc) requires; `finish` is called by
+        // this frame, which has nothing to drop.
+        let r = unsafe {
+            if mode::current() == Mode::Pthread {
+                stats::forwarded();
+                real::pthread_rwlock_clockwrlock(l, k, t)
+            } else {
+                rwlock::wrlock(l, Wait::Until(k, t))
+            }
+        };
+        // SAFETY: as above.
+        if let Some(r) = unsafe { cancel::finish(r) } {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            return r;
+        }
+    }
 }
 
 /// `pthread_mutex_destroy(3)`: see the [crate docs](crate).
@@ -118,15 +324,28 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
 ///
 /// The contract of `pthread_mutex_lock(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
-    let _errno = SavedErrno::save();
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        with_mutex!(mode::current(), L => mutex::lock::<L>(m), pthread => {
-            stats::forwarded();
-            real::pthread_mutex_lock(m)
-        })
+pub unsafe extern "C-unwind" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+    // A thread with asynchronous cancellation may be cancelled here (see
+    // `cancel::finish`): this frame holds nothing to drop, errno is put back
+    // by hand.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    loop {
+        // SAFETY: our caller's contract is the C function's, which is what
+        // each implementation (and glibc) requires; `finish` is called by
+        // this frame, which has nothing to drop.
+        let r = unsafe {
+            with_mutex!(mode::current(), L => mutex::lock::<L>(m), pthread => {
+                stats::forwarded();
+                real::pthread_mutex_lock(m)
+            })
+        };
+        // SAFETY: as above.
+        if let Some(r) = unsafe { cancel::finish(r) } {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            return r;
+        }
     }
 }
 
@@ -154,18 +373,31 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
 ///
 /// The contract of `pthread_mutex_timedlock(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_timedlock(
+pub unsafe extern "C-unwind" fn pthread_mutex_timedlock(
     m: *mut pthread_mutex_t,
     t: *const timespec,
 ) -> c_int {
-    let _errno = SavedErrno::save();
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, libc::CLOCK_REALTIME, t), pthread => {
-            stats::forwarded();
-            real::pthread_mutex_timedlock(m, t)
-        })
+    // A thread with asynchronous cancellation may be cancelled here (see
+    // `cancel::finish`): this frame holds nothing to drop, errno is put back
+    // by hand.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    loop {
+        // SAFETY: our caller's contract is the C function's, which is what
+        // each implementation (and glibc) requires; `finish` is called by
+        // this frame, which has nothing to drop.
+        let r = unsafe {
+            with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, libc::CLOCK_REALTIME, t), pthread => {
+                stats::forwarded();
+                real::pthread_mutex_timedlock(m, t)
+            })
+        };
+        // SAFETY: as above.
+        if let Some(r) = unsafe { cancel::finish(r) } {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            return r;
+        }
     }
 }
 
@@ -175,19 +407,32 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
 ///
 /// The contract of `pthread_mutex_clocklock(3)`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_clocklock(
+pub unsafe extern "C-unwind" fn pthread_mutex_clocklock(
     m: *mut pthread_mutex_t,
     k: clockid_t,
     t: *const timespec,
 ) -> c_int {
-    let _errno = SavedErrno::save();
-    // SAFETY: our caller's contract is the C function's, which is what each
-    // implementation (and glibc) requires.
-    unsafe {
-        with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, k, t), pthread => {
-            stats::forwarded();
-            real::pthread_mutex_clocklock(m, k, t)
-        })
+    // A thread with asynchronous cancellation may be cancelled here (see
+    // `cancel::finish`): this frame holds nothing to drop, errno is put back
+    // by hand.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    loop {
+        // SAFETY: our caller's contract is the C function's, which is what
+        // each implementation (and glibc) requires; `finish` is called by
+        // this frame, which has nothing to drop.
+        let r = unsafe {
+            with_mutex!(mode::current(), L => mutex::timedlock::<L>(m, k, t), pthread => {
+                stats::forwarded();
+                real::pthread_mutex_clocklock(m, k, t)
+            })
+        };
+        // SAFETY: as above.
+        if let Some(r) = unsafe { cancel::finish(r) } {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            return r;
+        }
     }
 }
 
@@ -307,12 +552,33 @@ pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
 /// The contract of `pthread_cancel(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn pthread_cancel(t: libc::pthread_t) -> c_int {
-    // SAFETY: our caller's contract is glibc's. A thread cancelling itself
-    // with asynchronous cancellation unwinds from here: this frame holds
-    // nothing to drop.
+    // errno saved and put back by hand, as by every export (the futex wake
+    // below may set it): a thread cancelling itself with asynchronous
+    // cancellation unwinds from glibc's call, so this frame holds nothing
+    // to drop.
+    // SAFETY: `__errno_location` returns this thread's errno cell.
+    let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: our caller's contract is glibc's (see above for the unwind).
     let r = unsafe { real::pthread_cancel(t) };
     if r == 0 && mode::current() != Mode::Pthread {
         cancel::wake_cancelled(t);
     }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
     r
+}
+
+/// `dlopen(3)`: glibc's; a library opened with `RTLD_DEEPBIND` gets its
+/// references to the functions above pointed at ours (see `deepbind`).
+///
+/// # Safety
+///
+/// The contract of `dlopen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlopen(
+    file: *const core::ffi::c_char,
+    flags: c_int,
+) -> *mut core::ffi::c_void {
+    // SAFETY: our caller's contract is glibc's.
+    unsafe { crate::deepbind::open(file, flags) }
 }

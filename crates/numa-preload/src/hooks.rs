@@ -55,8 +55,27 @@ pub(crate) fn resolve() {
     BEFORE_SLEEP.resolve();
     // Relaxed: as in `Hook::resolve`.
     if AFTER_RELEASE.addr.load(Ordering::Relaxed) != 0 {
-        cst_mutex::test_hooks::set_after_release(Some(|lock| after_release(lock.cast())));
+        cst_mutex::test_hooks::set_after_release(Some(|lock| {
+            if !IN_ACQUIRE.with(|c| c.get()) {
+                after_release(lock.cast());
+            }
+        }));
     }
+}
+
+std::thread_local! {
+    /// Set while a read acquisition gives back a cst read it does not need
+    /// (`crate::rwlock`): that release is no read unlock, and the program's
+    /// hook is for those.
+    static IN_ACQUIRE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a release inside an acquisition) without the program's hook.
+pub(crate) fn inside_acquire<R>(f: impl FnOnce() -> R) -> R {
+    IN_ACQUIRE.with(|c| c.set(true));
+    let r = f();
+    IN_ACQUIRE.with(|c| c.set(false));
+    r
 }
 
 /// A releasing step on `obj` (a condvar wake's, a read unlock's) is done:

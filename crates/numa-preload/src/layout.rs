@@ -28,12 +28,11 @@
 //! | bytes | field | meaning |
 //! | --- | --- | --- |
 //! | 0..16 | `lock` | `cst_mutex::RawRwLock` |
-//! | 16..20 | `overflow` | read locks held past a thread's read table (counted in the state word) |
-//! | 20..24 | `debt` | read locks released by a thread that did not hold them, not yet matched to a table entry |
-//! | 24..28 | `by_count` | non-zero once that happened: read releases go by count (see `crate::rwlock`) |
+//! | 16..20 | `readers` | read locks held, by every thread together (glibc's count; see `crate::rwlock`) |
+//! | 20..28 | unused | |
 //! | 28..32 | `shared` | glibc's `__shared`: non-zero = glibc's process-shared rwlock |
 //! | 40..48 | `writer` | `pthread_self()` of the write holder, 0 = none |
-//! | 48..52 | `flags` | glibc's `__flags`, kept (cst's policy is phase-fair whatever it says) |
+//! | 48..52 | `flags` | glibc's `__flags`: `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` (2) lets a waiting writer stop new readers; any other value prefers readers, as glibc |
 //!
 //! # `pthread_cond_t` (48 bytes, 8-aligned)
 //!
@@ -68,15 +67,11 @@ pub struct MutexRepr {
 pub struct RwLockRepr {
     /// The `cst_mutex::RawRwLock`.
     pub lock: [u64; 2],
-    /// Read locks held without a slot in their thread's read table, counted
-    /// in the state word (glibc's `__pad3`).
-    pub overflow: AtomicU32,
-    /// Read locks released by a thread that did not hold them, not yet
-    /// matched to the read table entry they took (glibc's `__pad4`).
-    pub debt: AtomicU32,
-    /// Non-zero once a read lock was released by a thread that did not hold
-    /// it: every read release then goes by count (glibc's `__cur_writer`).
-    pub by_count: AtomicU32,
+    /// Read locks held, counted as glibc counts them: any thread's unlock
+    /// releases one (glibc's `__pad3`).
+    pub readers: AtomicU32,
+    /// Unused (glibc's `__pad4`, `__cur_writer`).
+    pub spare0: [u32; 2],
     /// glibc's `__shared`.
     pub shared: i32,
     /// Unused (glibc's `__rwelision`, `__pad1`).
@@ -155,8 +150,7 @@ const _: () = {
     assert!(size_of::<RwLockRepr>() == size_of::<libc::pthread_rwlock_t>());
     assert!(size_of::<RwLockRepr>() == 56);
     assert!(align_of::<RwLockRepr>() <= align_of::<libc::pthread_rwlock_t>());
-    assert!(offset_of!(RwLockRepr, overflow) == 16);
-    assert!(offset_of!(RwLockRepr, by_count) == 24);
+    assert!(offset_of!(RwLockRepr, readers) == 16);
     assert!(offset_of!(RwLockRepr, shared) == 28);
     assert!(offset_of!(RwLockRepr, writer) == 40);
     assert!(offset_of!(RwLockRepr, flags) == 48);

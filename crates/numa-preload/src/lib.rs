@@ -71,6 +71,8 @@ compile_error!(
 mod buf;
 pub mod cancel;
 pub mod cond;
+#[cfg(not(test))]
+mod deepbind;
 mod exports;
 #[cfg(feature = "test-hooks")]
 mod hooks;

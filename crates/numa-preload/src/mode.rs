@@ -24,11 +24,13 @@
 //!   not limited.
 //! - `cst`: a waiter that parks goes through `parking_lot_core`, whose hash table
 //!   is allocated (through the global allocator, here glibc `malloc`) on the first
-//!   park in the process and grown as threads park; a lock that is contended by
-//!   threads of a NUMA node for the first time allocates that node's 128-byte
-//!   snode (freed by `pthread_mutex_destroy`). Under an allocator that itself
-//!   takes pthread mutexes, its first park would recurse into `cst`: use a
-//!   numa-spin lock there.
+//!   park in the process and grown as threads park; a contended lock takes a
+//!   384-byte snode per waiting NUMA node from cst's pool (allocated with
+//!   `malloc` when the pool is empty) and gives it back to the pool when the
+//!   lock's contention ends, so an idle mutex holds none (an rwlock keeps its
+//!   snodes until `pthread_rwlock_destroy`). The pool never shrinks. Under an
+//!   allocator that itself takes pthread mutexes, its first park would recurse
+//!   into `cst`: use a numa-spin lock there.
 
 use core::sync::atomic::{AtomicU8, Ordering};
 

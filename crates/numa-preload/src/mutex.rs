@@ -138,21 +138,41 @@ fn me() -> u64 {
     unsafe { libc::pthread_self() as u64 }
 }
 
-/// Acquires with counting when stats are on. The slow path runs with
-/// cancellation disabled (see [`cancel::shielded`]).
+/// Acquires with counting when stats are on: 0, or [`cancel::ASYNC`] (the
+/// export puts asynchronous cancellation back), or `RETRY | ASYNC` (not
+/// acquired, see [`cancel::blocking`]). The slow path runs with
+/// cancellation disabled.
 #[inline(always)]
-fn acquire_counted<L: InPlace>(l: &L, r: &MutexRepr) {
+fn acquire_counted<L: InPlace>(l: &L, r: &MutexRepr) -> c_int {
     let contended = !l.try_acquire();
+    let mut code = 0;
     if contended {
-        cancel::shielded(|| l.acquire());
+        code = acquire_slow(l, None);
+        if code & cancel::RETRY != 0 {
+            return code;
+        }
     }
-    if !stats::enabled() {
-        return;
+    if stats::enabled() {
+        stats::MUTEX.acquired(contended, Some(&r.last_node));
     }
-    stats::MUTEX.acquired(contended, Some(&r.last_node));
+    code
 }
 
-/// `pthread_mutex_lock` on lock `L`.
+/// The blocking part of an acquisition (see [`cancel::blocking`]).
+#[cold]
+fn acquire_slow<L: InPlace>(l: &L, until: Option<Instant>) -> c_int {
+    cancel::blocking(until, |at| match at {
+        None => {
+            l.acquire();
+            true
+        }
+        Some(at) => l.acquire_until(at),
+    })
+}
+
+/// `pthread_mutex_lock` on lock `L`. The result may carry
+/// [`cancel::ASYNC`] or be `RETRY | ASYNC`: the export passes it to
+/// [`cancel::finish`].
 ///
 /// # Safety
 ///
@@ -165,8 +185,7 @@ pub unsafe fn lock<L: InPlace>(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: caller's contract.
     let l = unsafe { lock_of::<L>(m) };
     if kind == layout::KIND_NORMAL || kind == layout::KIND_ADAPTIVE {
-        acquire_counted(l, r);
-        return 0;
+        return acquire_counted(l, r);
     }
     // SAFETY: caller's contract.
     unsafe { lock_kind(l, r, m, kind, None) }
@@ -214,8 +233,15 @@ unsafe fn lock_kind<L: InPlace>(
             return 0;
         }
     }
+    let mut async_cancel = 0;
     match deadline {
-        None => acquire_counted(l, r),
+        None => {
+            let c = acquire_counted(l, r);
+            if c & cancel::RETRY != 0 {
+                return c;
+            }
+            async_cancel = c & cancel::ASYNC;
+        }
         Some((clock, abstime)) => {
             if !l.try_acquire() {
                 // SAFETY: `abstime` is null or readable (caller's contract).
@@ -226,9 +252,11 @@ unsafe fn lock_kind<L: InPlace>(
                 let Ok(at) = (unsafe { time::deadline(clock, abstime) }) else {
                     return libc::ETIMEDOUT;
                 };
-                if !cancel::shielded(|| l.acquire_until(at)) {
-                    return libc::ETIMEDOUT;
+                let c = acquire_slow(l, Some(at));
+                if c & !cancel::ASYNC != 0 {
+                    return c;
                 }
+                async_cancel = c & cancel::ASYNC;
                 if stats::enabled() {
                     stats::MUTEX.acquired(true, Some(&r.last_node));
                 }
@@ -241,10 +269,11 @@ unsafe fn lock_kind<L: InPlace>(
         r.count.store(0, Ordering::Relaxed);
         r.owner.store(me, Ordering::Relaxed);
     }
-    0
+    async_cancel
 }
 
-/// `pthread_mutex_timedlock` / `pthread_mutex_clocklock` on lock `L`.
+/// `pthread_mutex_timedlock` / `pthread_mutex_clocklock` on lock `L`; the
+/// result as for [`lock`].
 ///
 /// # Safety
 ///
@@ -392,6 +421,8 @@ pub(crate) unsafe fn unlock_for_wait<L: InPlace>(m: *mut pthread_mutex_t) -> Res
 pub(crate) unsafe fn relock_after_wait<L: InPlace>(m: *mut pthread_mutex_t, saved: Saved) -> c_int {
     // SAFETY: caller's contract.
     let e = unsafe { lock::<L>(m) };
+    // The condvar waits run deferred (or disabled): no `cancel::ASYNC` here.
+    debug_assert!(e & cancel::ASYNC == 0);
     if e == 0 && saved.count > 0 {
         // SAFETY: caller's contract.
         unsafe { repr(m) }

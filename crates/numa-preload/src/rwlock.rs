@@ -2,139 +2,74 @@
 //! `NUMA_LOCK` except `pthread` (the mutex-only locks `cna`, `queued` and `hq`
 //! have no reader-writer form, so their rwlocks are cst's).
 //!
-//! # Per-thread read table
+//! # Read locks are a count, as glibc's
 //!
-//! A cst read acquisition returns a guard naming the reader counter it used
-//! (the state word or its node's snode), and `pthread_rwlock_unlock` has no
-//! argument to carry it. Each thread keeps a table of the read locks it holds
-//! ([`MAX_READ_LOCKS`] entries: rwlock address, guard, depth) in a `const`
-//! thread-local without destructor (a plain TLS slot: no registration, no
-//! allocation). The table also gives POSIX's recursive read locks: a thread that
-//! already holds a read lock on the rwlock only bumps the depth, so it cannot
-//! deadlock behind a waiting writer (cst alone would: its readers do not
-//! recurse).
+//! glibc's readers are one counter: any thread's `pthread_rwlock_unlock`
+//! releases one read (POSIX leaves a release by a non-holder undefined;
+//! programs do it), and a thread may take as many reads as it likes. The
+//! rwlock's `readers` field is that count here, exactly: every read
+//! acquisition adds one, every read release takes one (`EPERM` at zero), by
+//! whichever thread. No per-thread state: cst's reads are released by count
+//! (`RawRwLock::unlock_shared_any`, which takes one read off whichever of
+//! cst's reader counters counts one), so no guard has to travel from the
+//! acquisition to the release.
 //!
-//! A thread holding read locks on more than [`MAX_READ_LOCKS`] different
-//! rwlocks at once (glibc has no such limit, and programs do not check
-//! `rdlock`'s result) takes the others without a slot: the read is moved onto
-//! cst's state-word counter (`RawRwLock::into_state_word`) and counted in the
-//! rwlock's `overflow` field; an unlock by a thread that finds no slot and
-//! sees `overflow` non-zero releases one such read. A recursive read of such
-//! a lock is an ordinary read (it may wait behind a waiting writer).
+//! # Policy: as glibc's attribute says
 //!
-//! # Released by another thread
+//! glibc's default rwlock (`PTHREAD_RWLOCK_PREFER_READER_NP`, and
+//! `PTHREAD_RWLOCK_PREFER_WRITER_NP`, which glibc treats the same) prefers
+//! readers: a reader enters whenever no writer holds the lock, waiting
+//! writers or not, so a thread may take a read lock recursively, and two
+//! threads whose reads depend on each other do not deadlock once a writer
+//! waits. Only `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` lets a waiting
+//! writer stop new readers. cst's own rwlock is phase-fair (a waiting writer
+//! stops new readers); the preference is made here:
 //!
-//! glibc's readers are a count, so a read lock released by a thread that did
-//! not take it is released (POSIX leaves it undefined; programs do it). Here
-//! that thread finds no slot: it releases one read from whichever cst counter
-//! counts one (`RawRwLock::unlock_shared_any`), adds one to the rwlock's
-//! `debt`, and marks the rwlock `by_count`: from then on every read release
-//! of it goes by count too (a guard's counter may have been emptied by it),
-//! and a thread whose slot says it already holds the lock takes one unit of
-//! debt, if any, as the sign that its read was the one released: it drops the
-//! slot and acquires anew. The marking races with a holder's release that is
-//! running at that moment (which may still decrement its guard's counter):
-//! one release by a non-holder while another holder releases its own read
-//! concurrently is the one case this cannot count as glibc does.
+//! - Prefer readers (every kind but the one below): while `readers` is not
+//!   zero, a reader joins the readers inside by incrementing it (one CAS);
+//!   they hold cst's read lock for it. Otherwise it takes a cst read (which
+//!   waits for a writer that holds or is draining the lock) and counts itself
+//!   in: if it raised the count from zero, its cst read is now the readers'
+//!   ("the group read"), else the count was raised by another reader in the
+//!   meantime and it gives its cst read back. The reader whose release takes
+//!   the count to zero releases one group read (after its decrement, so it
+//!   touches nothing of the lock after its releasing step). At most one group
+//!   read stays taken per rise of the count from zero, and a rise's read is
+//!   released by the matching fall, so cst counts a read whenever `readers`
+//!   is not zero, and none once it is zero and its last fall has released:
+//!   writers wait exactly for the readers.
+//! - `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP`: every read takes a cst
+//!   read of its own (so a waiting writer stops it: a thread that reads
+//!   recursively may deadlock, as with glibc) and counts itself in; every
+//!   release takes one off the count and releases one cst read.
+//!
+//! Writers are cst's (NUMA batches, spin then park) under both.
 //!
 //! # Return codes
 //!
 //! `EDEADLK` for `wrlock` or `rdlock` by the write holder, `EBUSY` from the
-//! `try` forms, `ETIMEDOUT`, `EINVAL` for a bad clock or `timespec`, `EPERM`
-//! for an unlock of an rwlock that no thread holds for reading, by a thread
-//! that is not its writer. `destroy` of a locked rwlock returns 0 and leaves
-//! it as it is (glibc does not check).
+//! `try` forms, `ETIMEDOUT`, `EINVAL` for a bad clock or `timespec`, `EAGAIN`
+//! when the read count would pass 2^30 - 1, `EPERM` for an unlock by a thread
+//! that is not the writer while no read is held. `destroy` of a locked
+//! rwlock returns 0 and leaves it as it is (glibc does not check).
 //!
 //! Process-shared rwlocks are initialized by glibc (which sets `__shared`) and
 //! forwarded to glibc.
 
 use crate::layout::RwLockRepr;
 use crate::{cancel, real, stats, time};
-use core::cell::UnsafeCell;
 use core::ffi::c_int;
-use core::sync::atomic::AtomicU32;
 use core::sync::atomic::Ordering;
 use cst_mutex::{ExclusiveGuardState, RawRwLock, SharedGuardState};
 use libc::{clockid_t, pthread_rwlock_t, pthread_rwlockattr_t, timespec};
 use lock_api::{RawRwLock as _, RawRwLockTimed as _};
+use std::time::Instant;
 
-/// Read locks on distinct rwlocks one thread can hold at once.
-pub const MAX_READ_LOCKS: usize = 32;
+/// The most read locks held at once (then `EAGAIN`, as glibc's counter).
+pub const MAX_READERS: u32 = (1 << 30) - 1;
 
-struct ReadSlot {
-    lock: usize,
-    depth: u32,
-    guard: Option<SharedGuardState>,
-}
-
-const EMPTY: ReadSlot = ReadSlot {
-    lock: 0,
-    depth: 0,
-    guard: None,
-};
-
-/// This thread's read locks: `slots[..len]` holds every occupied slot (empty
-/// ones may sit below `len`), so a thread holding no read lock scans nothing.
-struct ReadTable {
-    len: usize,
-    slots: [ReadSlot; MAX_READ_LOCKS],
-}
-
-impl ReadTable {
-    /// The slot holding `addr`.
-    fn find(&mut self, addr: usize) -> Option<&mut ReadSlot> {
-        self.slots
-            .get_mut(..self.len)?
-            .iter_mut()
-            .find(|s| s.lock == addr)
-    }
-
-    /// Whether [`free_slot`](Self::free_slot) would find a slot.
-    fn has_free(&self) -> bool {
-        self.len < MAX_READ_LOCKS
-            || self
-                .slots
-                .get(..self.len)
-                .is_some_and(|s| s.iter().any(|s| s.lock == 0))
-    }
-
-    /// A free slot, growing `len` if need be; `None` when all are taken.
-    fn free_slot(&mut self) -> Option<&mut ReadSlot> {
-        let len = self.len;
-        let i = match self.slots.get(..len)?.iter().position(|s| s.lock == 0) {
-            Some(i) => i,
-            None if len < MAX_READ_LOCKS => {
-                self.len = len + 1;
-                len
-            }
-            None => return None,
-        };
-        self.slots.get_mut(i)
-    }
-
-    /// Drops empty slots from the end.
-    fn shrink(&mut self) {
-        while self.len > 0 && self.slots.get(self.len - 1).is_some_and(|s| s.lock == 0) {
-            self.len -= 1;
-        }
-    }
-}
-
-thread_local! {
-    static READS: UnsafeCell<ReadTable> = const {
-        UnsafeCell::new(ReadTable {
-            len: 0,
-            slots: [EMPTY; MAX_READ_LOCKS],
-        })
-    };
-}
-
-/// Runs `f` on this thread's read table.
-fn with_reads<R>(f: impl FnOnce(&mut ReadTable) -> R) -> R {
-    // SAFETY: the table is this thread's; lock functions do not re-enter each
-    // other while holding the reference (no user code runs inside `f`).
-    READS.with(|t| f(unsafe { &mut *t.get() }))
-}
+/// glibc's `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` in `__flags`.
+pub const PREFER_WRITER_NONRECURSIVE: u32 = 2;
 
 #[inline(always)]
 unsafe fn repr<'a>(l: *mut pthread_rwlock_t) -> &'a RwLockRepr {
@@ -160,11 +95,10 @@ fn forwarded(r: &RwLockRepr) -> bool {
     r.shared != 0
 }
 
-/// Takes one from `c` if it is not 0.
-fn take_one(c: &AtomicU32) -> bool {
-    // Relaxed: a count of holds; the locks' own atomics order the sections.
-    c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1))
-        .is_ok()
+/// Whether a waiting writer stops new readers (see the module docs).
+#[inline]
+fn prefers_writers(r: &RwLockRepr) -> bool {
+    r.flags == PREFER_WRITER_NONRECURSIVE
 }
 
 /// How a read or write acquisition waits.
@@ -220,7 +154,7 @@ pub unsafe fn destroy(l: *mut pthread_rwlock_t) -> c_int {
         return unsafe { real::pthread_rwlock_destroy(l) };
     }
     // SAFETY: caller's contract.
-    if unsafe { raw(l) }.is_locked() {
+    if unsafe { raw(l) }.is_locked() || r.readers.load(Ordering::Relaxed) != 0 {
         return 0;
     }
     let flags = r.flags;
@@ -234,213 +168,220 @@ pub unsafe fn destroy(l: *mut pthread_rwlock_t) -> c_int {
     0
 }
 
-/// Converts a validated timed wait into a deadline, or `ETIMEDOUT`.
+/// The deadline of a timed wait (`None` for an untimed one), or the error.
 ///
 /// # Safety
 ///
-/// `abstime` is a valid `timespec` (checked on entry with `time::valid`).
-unsafe fn deadline(
-    clock: clockid_t,
-    abstime: *const timespec,
-) -> Result<std::time::Instant, c_int> {
-    // SAFETY: caller's contract.
-    unsafe { time::deadline(clock, abstime) }
+/// A timed `abstime` is null or readable.
+unsafe fn deadline_of(wait: Wait) -> Result<Option<Instant>, c_int> {
+    match wait {
+        Wait::Block => Ok(None),
+        Wait::Try => Err(libc::EBUSY),
+        Wait::Until(c, ts) => {
+            // SAFETY: caller's contract.
+            if !time::clock_ok(c) || !unsafe { time::valid(ts) } {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: validated just above.
+            unsafe { time::deadline(c, ts) }.map(Some)
+        }
+    }
 }
 
-/// `pthread_rwlock_{rd,tryrd,timedrd,clockrd}lock`.
+/// The checks every acquisition makes first: glibc's rwlock (forwarded, its
+/// result), a bad clock or `timespec` (`EINVAL`), the write holder asking
+/// again (`EDEADLK`, or `EBUSY` from a `try`).
+///
+/// # Safety
+///
+/// `l` is live; a timed `abstime` is null or readable.
+unsafe fn refuse(l: *mut pthread_rwlock_t, wait: Wait, read: bool) -> Option<c_int> {
+    // SAFETY: caller's contract.
+    let r = unsafe { repr(l) };
+    if forwarded(r) {
+        stats::forwarded();
+        // SAFETY: glibc's rwlock, forwarded unchanged.
+        return Some(unsafe {
+            match (read, wait) {
+                (true, Wait::Block) => real::pthread_rwlock_rdlock(l),
+                (true, Wait::Try) => real::pthread_rwlock_tryrdlock(l),
+                (true, Wait::Until(c, t)) => real::pthread_rwlock_clockrdlock(l, c, t),
+                (false, Wait::Block) => real::pthread_rwlock_wrlock(l),
+                (false, Wait::Try) => real::pthread_rwlock_trywrlock(l),
+                (false, Wait::Until(c, t)) => real::pthread_rwlock_clockwrlock(l, c, t),
+            }
+        });
+    }
+    // As glibc: a bad clock or `timespec` is EINVAL before anything else.
+    if let Wait::Until(c, ts) = wait {
+        // SAFETY: `ts` is null or readable (caller's contract).
+        if !time::clock_ok(c) || !unsafe { time::valid(ts) } {
+            return Some(libc::EINVAL);
+        }
+    }
+    if r.writer.load(Ordering::Relaxed) == me() {
+        return Some(if matches!(wait, Wait::Try) {
+            libc::EBUSY
+        } else {
+            libc::EDEADLK
+        });
+    }
+    None
+}
+
+/// `pthread_rwlock_{rd,tryrd,timedrd,clockrd}lock`. The result may carry
+/// [`cancel::ASYNC`] or be `RETRY | ASYNC` (see [`cancel::blocking`]): the
+/// export passes it to [`cancel::finish`].
 ///
 /// # Safety
 ///
 /// `l` is live; a timed `abstime` is null or readable.
 pub unsafe fn rdlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
     // SAFETY: caller's contract.
-    let r = unsafe { repr(l) };
-    if forwarded(r) {
-        stats::forwarded();
-        // SAFETY: glibc's rwlock, forwarded unchanged.
-        return unsafe {
-            match wait {
-                Wait::Block => real::pthread_rwlock_rdlock(l),
-                Wait::Try => real::pthread_rwlock_tryrdlock(l),
-                Wait::Until(c, t) => real::pthread_rwlock_clockrdlock(l, c, t),
-            }
-        };
+    if let Some(e) = unsafe { refuse(l, wait, true) } {
+        return e;
     }
-    // As glibc: a bad clock or `timespec` is EINVAL before anything else.
-    if let Wait::Until(c, ts) = wait {
-        // SAFETY: `ts` is null or readable (caller's contract).
-        let ok = time::clock_ok(c) && unsafe { time::valid(ts) };
-        if !ok {
-            return libc::EINVAL;
-        }
-    }
-    if r.writer.load(Ordering::Relaxed) == me() {
-        return if matches!(wait, Wait::Try) {
-            libc::EBUSY
-        } else {
-            libc::EDEADLK
-        };
-    }
-    let addr = l as usize;
     // SAFETY: caller's contract.
-    let rw = unsafe { raw(l) };
-    with_reads(|t| {
-        if let Some(s) = t.find(addr) {
-            // Relaxed: see `take_one`.
-            let released = r.by_count.load(Ordering::Relaxed) != 0 && take_one(&r.debt);
-            if !released {
-                return match s.depth.checked_add(1) {
-                    Some(d) => {
-                        s.depth = d;
-                        if stats::enabled() {
-                            stats::READ.acquired(false, None);
-                        }
-                        0
-                    }
-                    None => libc::EAGAIN,
-                };
-            }
-            // Another thread released a read of this rwlock that it did not
-            // hold: take it to have been ours, and acquire anew.
-            s.lock = 0;
-            s.depth = 0;
-            s.guard = None;
-            t.shrink();
-        }
-        let mut contended = false;
-        let acquire = |contended: &mut bool| -> Result<SharedGuardState, c_int> {
-            if let Some(g) = rw.try_lock_shared() {
-                return Ok(g);
-            }
-            *contended = true;
-            match wait {
-                Wait::Try => Err(libc::EBUSY),
-                Wait::Block => Ok(cancel::shielded(|| rw.lock_shared())),
-                Wait::Until(c, ts) => {
-                    // SAFETY: `abstime` was validated on entry.
-                    let at = unsafe { deadline(c, ts) }?;
-                    cancel::shielded(|| rw.try_lock_shared_until(at)).ok_or(libc::ETIMEDOUT)
-                }
-            }
-        };
-        let guard = match acquire(&mut contended) {
-            Ok(g) => g,
-            Err(e) => return e,
-        };
-        let guard = if t.has_free() {
-            guard
-        } else {
-            // No slot: hold it on the state word, counted in `overflow`.
-            let mut g = guard;
-            loop {
-                // SAFETY: `g` is our read acquisition of `rw`.
-                g = unsafe { rw.into_state_word(g) };
-                if g.in_state_word() {
-                    break;
-                }
-                // A writer is draining (or the word's counter is full): let
-                // it in and read again.
-                // SAFETY: as above.
-                unsafe { rw.unlock_shared(g) };
-                g = match acquire(&mut contended) {
-                    Ok(g) => g,
-                    Err(e) => return e,
-                };
-            }
-            r.overflow.fetch_add(1, Ordering::Relaxed);
-            if stats::enabled() {
-                stats::READ.acquired(contended, None);
-            }
-            return 0;
-        };
-        match t.free_slot() {
-            Some(slot) => {
-                *slot = ReadSlot {
-                    lock: addr,
-                    depth: 1,
-                    guard: Some(guard),
-                }
-            }
-            // Unreachable (`has_free` above, and only this thread uses the
-            // table); release rather than keep an untracked read lock.
-            None => {
-                // SAFETY: `guard` is our read acquisition of `rw`, just made.
-                unsafe { rw.unlock_shared(guard) };
+    let (r, rw) = unsafe { (repr(l), raw(l)) };
+    let group = !prefers_writers(r);
+    if group {
+        // Join the readers inside, waiting writers or not.
+        // Relaxed: a first guess for the CAS.
+        let mut n = r.readers.load(Ordering::Relaxed);
+        while n != 0 {
+            if n >= MAX_READERS {
                 return libc::EAGAIN;
             }
+            // Acquire: the count is a release sequence of RMWs started by the
+            // reader that raised it from zero after its cst read acquired
+            // the last writer's section.
+            match r
+                .readers
+                .compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    if stats::enabled() {
+                        stats::READ.acquired(false, None);
+                    }
+                    return 0;
+                }
+                Err(x) => n = x,
+            }
         }
-        if stats::enabled() {
-            stats::READ.acquired(contended, None);
+    }
+    // A cst read of our own.
+    let mut contended = false;
+    let mut code = 0;
+    let guard = match rw.try_lock_shared() {
+        Some(g) => g,
+        None => {
+            contended = true;
+            // SAFETY: caller's contract (`abstime` null or readable).
+            let until = match unsafe { deadline_of(wait) } {
+                Ok(u) => u,
+                Err(e) => return e,
+            };
+            let mut got: Option<SharedGuardState> = None;
+            code = cancel::blocking(until, |at| {
+                got = match at {
+                    None => Some(rw.lock_shared()),
+                    Some(at) => rw.try_lock_shared_until(at),
+                };
+                got.is_some()
+            });
+            match got {
+                Some(g) if code & !cancel::ASYNC == 0 => g,
+                _ => return code,
+            }
         }
-        0
-    })
+    };
+    // Count it in.
+    // Relaxed: a first guess for the CAS.
+    let mut n = r.readers.load(Ordering::Relaxed);
+    loop {
+        if n >= MAX_READERS {
+            // SAFETY: `guard` is our read of `rw`.
+            unsafe { give_back(rw, guard) };
+            return libc::EAGAIN | (code & cancel::ASYNC);
+        }
+        // AcqRel: continues the count's release sequence (see above) and
+        // joins it.
+        match r
+            .readers
+            .compare_exchange_weak(n, n + 1, Ordering::AcqRel, Ordering::Relaxed)
+        {
+            Ok(_) => break,
+            Err(x) => n = x,
+        }
+    }
+    if group && n != 0 {
+        // Readers came in meanwhile: their group read holds the lock for us.
+        // SAFETY: `guard` is our read of `rw`.
+        unsafe { give_back(rw, guard) };
+    }
+    if stats::enabled() {
+        stats::READ.acquired(contended, None);
+    }
+    code
 }
 
-/// `pthread_rwlock_{wr,trywr,timedwr,clockwr}lock`.
+/// Releases a cst read that an acquisition took and does not need, by count
+/// as every read of the rwlock.
+///
+/// # Safety
+///
+/// `guard` is the caller's read acquisition of `rw`.
+unsafe fn give_back(rw: &RawRwLock, guard: SharedGuardState) {
+    // SAFETY: caller's contract.
+    let release = || unsafe { rw.unlock_shared_any(Some(guard)) };
+    #[cfg(feature = "test-hooks")]
+    crate::hooks::inside_acquire(release);
+    #[cfg(not(feature = "test-hooks"))]
+    release();
+}
+
+/// `pthread_rwlock_{wr,trywr,timedwr,clockwr}lock`; the result as for
+/// [`rdlock`].
 ///
 /// # Safety
 ///
 /// As for [`rdlock`].
 pub unsafe fn wrlock(l: *mut pthread_rwlock_t, wait: Wait) -> c_int {
     // SAFETY: caller's contract.
-    let r = unsafe { repr(l) };
-    if forwarded(r) {
-        stats::forwarded();
-        // SAFETY: glibc's rwlock, forwarded unchanged.
-        return unsafe {
-            match wait {
-                Wait::Block => real::pthread_rwlock_wrlock(l),
-                Wait::Try => real::pthread_rwlock_trywrlock(l),
-                Wait::Until(c, t) => real::pthread_rwlock_clockwrlock(l, c, t),
-            }
-        };
-    }
-    // As glibc: a bad clock or `timespec` is EINVAL before anything else.
-    if let Wait::Until(c, ts) = wait {
-        // SAFETY: `ts` is null or readable (caller's contract).
-        let ok = time::clock_ok(c) && unsafe { time::valid(ts) };
-        if !ok {
-            return libc::EINVAL;
-        }
-    }
-    let me = me();
-    if r.writer.load(Ordering::Relaxed) == me {
-        return if matches!(wait, Wait::Try) {
-            libc::EBUSY
-        } else {
-            libc::EDEADLK
-        };
+    if let Some(e) = unsafe { refuse(l, wait, false) } {
+        return e;
     }
     // SAFETY: caller's contract.
-    let rw = unsafe { raw(l) };
+    let (r, rw) = unsafe { (repr(l), raw(l)) };
     let mut contended = false;
+    let mut code = 0;
     if rw.try_lock_exclusive().is_none() {
         contended = true;
-        match wait {
-            Wait::Try => return libc::EBUSY,
-            Wait::Block => {
-                cancel::shielded(|| rw.lock_exclusive());
+        // SAFETY: caller's contract (`abstime` null or readable).
+        let until = match unsafe { deadline_of(wait) } {
+            Ok(u) => u,
+            Err(e) => return e,
+        };
+        code = cancel::blocking(until, |at| match at {
+            None => {
+                rw.lock_exclusive();
+                true
             }
-            // SAFETY: `abstime` was validated on entry.
-            Wait::Until(c, ts) => match unsafe { deadline(c, ts) } {
-                Err(e) => return e,
-                Ok(at) => {
-                    if cancel::shielded(|| rw.try_lock_exclusive_until(at)).is_none() {
-                        return libc::ETIMEDOUT;
-                    }
-                }
-            },
+            Some(at) => rw.try_lock_exclusive_until(at).is_some(),
+        });
+        if code & !cancel::ASYNC != 0 {
+            return code;
         }
     }
-    r.writer.store(me, Ordering::Relaxed);
+    r.writer.store(me(), Ordering::Relaxed);
     if stats::enabled() {
         stats::WRITE.acquired(contended, None);
     }
-    0
+    code
 }
 
-/// `pthread_rwlock_unlock`: a read unlock if this thread's table holds `l`,
-/// else a write unlock by the write holder, else `EPERM`.
+/// `pthread_rwlock_unlock`: the write lock for its holder, else one read
+/// (whichever thread took it), else `EPERM`.
 ///
 /// # Safety
 ///
@@ -455,10 +396,8 @@ pub unsafe fn unlock(l: *mut pthread_rwlock_t) -> c_int {
     }
     // SAFETY: caller's contract.
     let rw = unsafe { raw(l) };
-    // The write holder first: it holds no read lock on `l` (a read request of
-    // the write holder fails with `EDEADLK`, and a reader's write request
-    // waits for itself), so the read table need not be searched, and only
-    // this thread stores its own id in `writer`.
+    // The write holder: only this thread stores its own id in `writer`, and
+    // no read is held while it writes.
     if r.writer.load(Ordering::Relaxed) == me() {
         r.writer.store(0, Ordering::Relaxed);
         // SAFETY: we hold the write lock; a new guard state releases any
@@ -466,63 +405,35 @@ pub unsafe fn unlock(l: *mut pthread_rwlock_t) -> c_int {
         unsafe { rw.unlock_exclusive(ExclusiveGuardState::new()) };
         return 0;
     }
-    let addr = l as usize;
-    let read = with_reads(|t| {
-        let s = t.find(addr)?;
-        s.depth = s.depth.saturating_sub(1);
-        if s.depth > 0 {
-            return Some(None);
+    // Relaxed: a first guess for the CAS.
+    let mut n = r.readers.load(Ordering::Relaxed);
+    loop {
+        if n == 0 {
+            return libc::EPERM;
         }
-        s.lock = 0;
-        let g = s.guard.take();
-        t.shrink();
-        Some(g)
-    });
-    // Relaxed: see `take_one`; a release by a non-holder stores it before it
-    // takes a count (the race this leaves is in the module docs).
-    let by_count = r.by_count.load(Ordering::Relaxed) != 0;
-    match read {
-        Some(None) => 0,
-        Some(Some(g)) if !by_count => {
-            // SAFETY: `g` is the guard of this thread's read acquisition of `l`.
-            unsafe { rw.unlock_shared(g) };
-            0
-        }
-        Some(Some(g)) => {
-            // SAFETY: this thread held a read of `l` (its slot says so).
-            if !unsafe { rw.unlock_shared_any(Some(g)) } {
-                // Already released for us by another thread.
-                take_one(&r.debt);
-            }
-            0
-        }
-        // A read held past this thread's table.
-        None if take_one(&r.overflow) => {
-            // SAFETY: `overflow` counts reads on the state word, one of them
-            // this thread's (or, if another thread's, released for it as glibc
-            // would, the counts being the same).
-            unsafe {
-                if by_count {
-                    rw.unlock_shared_any(Some(SharedGuardState::state_word()));
-                } else {
-                    rw.unlock_shared(SharedGuardState::state_word());
-                }
-            }
-            0
-        }
-        // A read lock taken by another thread: released, as glibc does.
-        None => {
-            r.by_count.store(1, Ordering::SeqCst);
-            // SAFETY: the program releases a read that some thread holds (if
-            // none does, nothing is released and the answer is EPERM).
-            if unsafe { rw.unlock_shared_any(None) } {
-                r.debt.fetch_add(1, Ordering::Relaxed);
-                0
-            } else {
-                libc::EPERM
-            }
+        // AcqRel: our read section comes before the decrement, and the
+        // reader that takes the count to zero acquires every decrement
+        // before it releases the group read (module docs).
+        match r
+            .readers
+            .compare_exchange_weak(n, n - 1, Ordering::AcqRel, Ordering::Relaxed)
+        {
+            Ok(_) => break,
+            Err(x) => n = x,
         }
     }
+    if n == 1 || prefers_writers(r) {
+        // SAFETY: a cst read is held for the count we just took one from
+        // (the group read at the fall to zero; the caller's own, or one it
+        // releases for another thread as glibc would, under writer
+        // preference); every read of `rw` is released by count.
+        unsafe { rw.unlock_shared_any(None) };
+    } else {
+        // The decrement was this unlock's releasing step.
+        #[cfg(feature = "test-hooks")]
+        crate::hooks::after_release(l.cast_const().cast());
+    }
+    0
 }
 
 #[cfg(test)]
@@ -576,8 +487,7 @@ mod tests {
             assert_eq!(in_thread(l, unlock), 0, "unlock by a non-reader");
             assert_eq!(in_thread(l, write_and_release), 0, "not released");
             assert_eq!(in_thread(l, unlock), libc::EPERM, "nothing left to release");
-            // The first reader reads again: its slot takes the debt (its read
-            // was the one released) and it acquires anew.
+            // Read again, released by its holder this time.
             assert_eq!(rdlock(l, Wait::Block), 0);
             assert_eq!(in_thread(l, |l| wrlock(l, Wait::Try)), libc::EBUSY);
             assert_eq!(unlock(l), 0);
@@ -587,6 +497,36 @@ mod tests {
                 "read lock not released"
             );
             assert_eq!(unlock(l), libc::EPERM, "the writer is another thread");
+        }
+    }
+
+    /// Reads are a count across threads, and a reader passes a waiting
+    /// writer unless the rwlock prefers writers non-recursively (a held
+    /// writer stands for a waiting one here: the `try` forms see the same).
+    #[test]
+    fn reads_are_counted_and_preferred() {
+        // SAFETY: all-zero is an unlocked rwlock in our modes.
+        let mut rw: pthread_rwlock_t = unsafe { core::mem::zeroed() };
+        let l = &raw mut rw;
+        // SAFETY: `l` is live for the whole test.
+        unsafe {
+            assert_eq!(rdlock(l, Wait::Block), 0);
+            assert_eq!(rdlock(l, Wait::Try), 0, "recursive read");
+            assert_eq!(repr(l).readers.load(Ordering::Relaxed), 2);
+            assert_eq!(in_thread(l, unlock), 0);
+            assert_eq!(in_thread(l, |l| wrlock(l, Wait::Try)), libc::EBUSY);
+            assert_eq!(in_thread(l, unlock), 0);
+            assert_eq!(in_thread(l, write_and_release), 0);
+            // Writer preference: a second read waits like any other (a
+            // `try` fails while a writer holds; the count still works).
+            (*l.cast::<RwLockRepr>()).flags = PREFER_WRITER_NONRECURSIVE;
+            assert_eq!(rdlock(l, Wait::Block), 0);
+            assert_eq!(rdlock(l, Wait::Block), 0);
+            assert_eq!(in_thread(l, unlock), 0);
+            assert_eq!(in_thread(l, |l| wrlock(l, Wait::Try)), libc::EBUSY);
+            assert_eq!(unlock(l), 0);
+            assert_eq!(in_thread(l, write_and_release), 0);
+            assert_eq!(destroy(l), 0);
         }
     }
 }

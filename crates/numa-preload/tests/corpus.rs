@@ -80,6 +80,26 @@ fn compile(name: &str) -> PathBuf {
     out
 }
 
+/// Builds `tests/c/lib/{name}.c` as a shared library beside the programs:
+/// `preload-{out}.so`, with `extra` linker flags.
+fn compile_lib(name: &str, out: &str, extra: &[&str]) {
+    let so = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("preload-{out}.so"));
+    let src = crate_dir().join(format!("tests/c/lib/{name}.c"));
+    let o = Command::new("cc")
+        .args(["-O2", "-Wall", "-shared", "-fPIC", "-pthread"])
+        .args(extra)
+        .arg("-o")
+        .arg(&so)
+        .arg(&src)
+        .output()
+        .expect("run cc");
+    assert!(
+        o.status.success(),
+        "cc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 fn run(bin: &Path, mode: &str) -> Output {
     Command::new("timeout")
         .arg("300")
@@ -105,10 +125,43 @@ fn stat(stderr: &str, kind: &str, key: &str) -> u64 {
 
 /// Compiles `name.c`, runs it under every mode; returns each mode's stderr.
 fn corpus(name: &str) -> Vec<(&'static str, String)> {
+    corpus_bin(name, &compile(name))
+}
+
+/// [`corpus`], and each mode's stdout and exit status must equal the
+/// program's under plain glibc (no `LD_PRELOAD`), which must pass.
+fn corpus_like_glibc(name: &str) -> Vec<(&'static str, String)> {
     let bin = compile(name);
-    let mut all = Vec::new();
+    let plain = Command::new("timeout")
+        .arg("300")
+        .arg(&bin)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("run test program");
+    let plain_out = String::from_utf8_lossy(&plain.stdout).into_owned();
+    assert!(
+        plain.status.success() && plain_out.contains(&format!("{name}: ok")),
+        "{name} under glibc: {:?}\n{plain_out}\n{}",
+        plain.status,
+        String::from_utf8_lossy(&plain.stderr)
+    );
     for mode in MODES {
         let o = run(&bin, mode);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            (o.status.code(), out.as_ref()),
+            (plain.status.code(), plain_out.as_str()),
+            "{name} under NUMA_LOCK={mode} differs from glibc; stderr:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    corpus_bin(name, &bin)
+}
+
+fn corpus_bin(name: &str, bin: &Path) -> Vec<(&'static str, String)> {
+    let mut all = Vec::new();
+    for mode in MODES {
+        let o = run(bin, mode);
         let stdout = String::from_utf8_lossy(&o.stdout);
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(
@@ -374,4 +427,61 @@ fn cond_free_after_signal() {
             assert!(stat(&err, "condvar", "waits") > 0, "{mode}: {err}");
         }
     }
+}
+
+/// A thread with asynchronous cancellation blocked in a mutex or rwlock
+/// acquisition (a self-deadlock among them) is cancelled there, as with
+/// glibc, instead of aborting the process or never ending.
+#[test]
+fn async_cancel_lock() {
+    if !have_cc() {
+        return;
+    }
+    corpus_like_glibc("async_cancel_lock");
+}
+
+/// A thread with asynchronous cancellation blocked in a condvar wait is
+/// cancelled with the mutex held, and the condvar can be destroyed after.
+#[test]
+fn async_cancel_cond() {
+    if !have_cc() {
+        return;
+    }
+    for (mode, err) in corpus_like_glibc("async_cancel_cond") {
+        if mode != "pthread" {
+            assert!(stat(&err, "condvar", "waits") >= 1_000, "{mode}: {err}");
+        }
+    }
+}
+
+/// Read locks are counted as glibc counts them, whichever thread releases.
+#[test]
+fn rwlock_count() {
+    if !have_cc() {
+        return;
+    }
+    corpus_like_glibc("rwlock_count");
+}
+
+/// Readers pass a waiting writer unless the rwlock prefers writers
+/// non-recursively, as glibc's attribute says.
+#[test]
+fn rwlock_prefer() {
+    if !have_cc() {
+        return;
+    }
+    corpus_like_glibc("rwlock_prefer");
+}
+
+/// A library opened with `RTLD_DEEPBIND` (its lock calls bind to glibc's)
+/// shares a mutex, a condvar and an rwlock with the program, lazily bound and
+/// with a read-only GOT (`-z now -z relro`).
+#[test]
+fn deepbind() {
+    if !have_cc() {
+        return;
+    }
+    compile_lib("deepbind_lib", "deepbind_lib", &[]);
+    compile_lib("deepbind_lib", "deepbind_lib_now", &["-Wl,-z,now,-z,relro"]);
+    corpus_like_glibc("deepbind");
 }

@@ -50,3 +50,24 @@ static inline double now_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
+
+/* Whether thread `tid` of this process sleeps in the kernel (state S). */
+static inline int thread_sleeping(int tid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && p[2] == 'S';
+}
+
+/* Waits until thread `tid` sleeps in the kernel, for at most `max_s` seconds
+ * (a spinning lock may keep it running a while; the caller's verdict must not
+ * depend on it). */
+static inline void wait_sleeping(int tid, double max_s) {
+    double end = now_s() + max_s;
+    while (thread_sleeping(tid) == 0 && now_s() < end) sched_yield();
+}
