@@ -160,11 +160,45 @@ fn expect_child_ok(pid: libc::pid_t, what: &str) {
     );
 }
 
+/// In a fork's child: holds `lock` while `PARENT_WAITERS` new threads queue
+/// for it, forks again, and checks that the grandchild can take `lock` and
+/// contend for it (its queue names waiters of two generations back and of
+/// the child). True if the grandchild exited with status 0.
+fn fork_again_in_child(lock: &'static dyn Probe) -> bool {
+    lock.acquire();
+    let waiters: Vec<_> = (0..PARENT_WAITERS).map(|_| queued_waiter(lock)).collect();
+    // SAFETY: as for the first fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: plain libc calls in the grandchild.
+        unsafe { libc::alarm(10) };
+        // SAFETY: the forking thread held `lock` at the fork.
+        unsafe { lock.release() };
+        let ok = contend_in_child_dyn(lock);
+        // SAFETY: ends the grandchild at once.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    // SAFETY: acquired above.
+    unsafe { lock.release() };
+    for w in waiters {
+        if w.join().is_err() {
+            return false;
+        }
+    }
+    let mut status = 0;
+    // SAFETY: `pid` is our child (or -1, which `waitpid` rejects); `status` is
+    // a valid out-pointer.
+    pid > 0
+        && unsafe { libc::waitpid(pid, &mut status, 0) } == pid
+        && libc::WIFEXITED(status)
+        && libc::WEXITSTATUS(status) == 0
+}
+
 /// Holds `lock` while `PARENT_WAITERS` threads queue for it, and `other`
 /// held by a thread that then waits; forks; the parent and the child each
 /// unlock `lock`. The child takes `lock` again and contends for it with two
 /// new threads, and finds `other` still held (its holder does not exist in
-/// the child).
+/// the child); after the last fork it forks a grandchild the same way.
 fn fork_with_waiters(lock: &'static dyn Probe, other: &'static dyn Probe, name: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for round in 0..FORKS {
@@ -203,7 +237,12 @@ fn fork_with_waiters(lock: &'static dyn Probe, other: &'static dyn Probe, name: 
             lock.acquire();
             // SAFETY: acquired just above.
             unsafe { lock.release() };
-            let ok = contend_in_child_dyn(lock) && !other.try_acquire();
+            let mut ok = contend_in_child_dyn(lock) && !other.try_acquire();
+            if round == FORKS - 1 {
+                // A second generation: the child forks while its own threads
+                // wait, and the grandchild must find them gone too.
+                ok = ok && fork_again_in_child(lock);
+            }
             // SAFETY: ends the child without running the test harness's exit.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
         }
@@ -218,8 +257,8 @@ fn fork_with_waiters(lock: &'static dyn Probe, other: &'static dyn Probe, name: 
     }
 }
 
-/// The locks the process-wide atfork handlers take: `ATFORK_LOCKS[i]` while
-/// `ATFORK` is `i + 1` (0: none).
+/// The lock the process-wide atfork handlers take: `atfork_lock(i)` while
+/// `ATFORK` is `i` (0: none).
 static ATFORK: AtomicUsize = AtomicUsize::new(0);
 static ATFORK_CNA: RawMutex = RawMutex::INIT;
 static ATFORK_QUEUED: RawQueuedMutex = RawQueuedMutex::INIT;

@@ -6,7 +6,8 @@ use crossbeam_utils::CachePadded;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{
-    AtomicPtr, AtomicU32 as AtomicU32Std, AtomicU64, Ordering as StdOrdering, compiler_fence,
+    AtomicPtr, AtomicU32 as AtomicU32Std, AtomicU64, AtomicUsize, Ordering as StdOrdering,
+    compiler_fence,
 };
 
 /// The hand-off state a queue head carries and passes to the next head: the NUMA
@@ -429,10 +430,12 @@ struct ThreadSlot {
     /// Nodes in use: the nesting level of the next `lock()` slow path. Each
     /// level returns its node before the level below it runs again (a signal
     /// handler returns before the interrupted code goes on), so the nodes in
-    /// use are always `codes[..depth]`.
-    depth: Cell<usize>,
+    /// use are always `codes[..depth]`. An atomic (Relaxed: one thread and its
+    /// signal handlers only, ordered by compiler fences) because a signal
+    /// handler of the thread reads and writes it.
+    depth: AtomicUsize,
     /// The address of the lock each level in use waits for.
-    waits_for: [Cell<usize>; MAX_NODES],
+    waits_for: [AtomicUsize; MAX_NODES],
     /// xorshift32 state (never 0).
     rng: Cell<u32>,
 }
@@ -458,8 +461,8 @@ thread_local! {
     #[allow(clippy::missing_const_for_thread_local)]
     static THREAD_SLOT: ThreadSlot = ThreadSlot {
         codes: [const { Cell::new(0) }; MAX_NODES],
-        depth: Cell::new(0),
-        waits_for: [const { Cell::new(0) }; MAX_NODES],
+        depth: AtomicUsize::new(0),
+        waits_for: [const { AtomicUsize::new(0) }; MAX_NODES],
         rng: Cell::new(0),
     };
 }
@@ -491,8 +494,10 @@ impl Me {
             // back, also for a signal handler that interrupts us here and takes
             // the level (a compiler fence orders it for the same thread).
             compiler_fence(StdOrdering::SeqCst);
-            debug_assert!(slot.depth.get() > 0);
-            slot.depth.set(slot.depth.get().saturating_sub(1));
+            let depth = slot.depth.load(StdOrdering::Relaxed);
+            debug_assert!(depth > 0);
+            slot.depth
+                .store(depth.saturating_sub(1), StdOrdering::Relaxed);
         });
     }
 }
@@ -519,8 +524,15 @@ impl Me {
 pub(crate) fn current(lock: *const ()) -> Option<Me> {
     let lock = lock as usize;
     let own = THREAD_SLOT.try_with(|slot| {
-        let depth = slot.depth.get();
-        if depth >= MAX_NODES || slot.waits_for[..depth].iter().any(|l| l.get() == lock) {
+        // Relaxed (here and below): only this thread and its signal handlers
+        // access the slot; a handler that interrupts us reads what we stored
+        // before the interruption (compiler fences keep the stores in place).
+        let depth = slot.depth.load(StdOrdering::Relaxed);
+        if depth >= MAX_NODES
+            || slot.waits_for[..depth]
+                .iter()
+                .any(|l| l.load(StdOrdering::Relaxed) == lock)
+        {
             return None;
         }
         if depth == 0 {
@@ -540,8 +552,10 @@ pub(crate) fn current(lock: *const ()) -> Option<Me> {
         // from here on uses the next level (a compiler fence orders it for the
         // same thread). A handler that runs before this store takes this level
         // and hands it back before we go on.
-        slot.waits_for[depth].set(lock);
-        slot.depth.set(depth + 1);
+        // The lock first, so a handler that sees the new depth sees it.
+        slot.waits_for[depth].store(lock, StdOrdering::Relaxed);
+        compiler_fence(StdOrdering::SeqCst);
+        slot.depth.store(depth + 1, StdOrdering::Relaxed);
         compiler_fence(StdOrdering::SeqCst);
         Some(code)
     });
