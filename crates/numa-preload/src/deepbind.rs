@@ -365,9 +365,11 @@ pub unsafe fn open(file: *const c_char, flags: c_int) -> *mut c_void {
     if h.is_null() {
         return h;
     }
-    seen.missed = 0;
-    // SAFETY: `rewrite` reads the objects glibc describes and writes `seen`.
-    unsafe { libc::dl_iterate_phdr(Some(rewrite), (&raw mut seen).cast()) };
+    // With objects left unremembered, the new ones cannot be told apart.
+    if seen.missed == 0 {
+        // SAFETY: `rewrite` reads the objects glibc describes and writes `seen`.
+        unsafe { libc::dl_iterate_phdr(Some(rewrite), (&raw mut seen).cast()) };
+    }
     if seen.missed != 0 && !WARNED.swap(true, Ordering::Relaxed) {
         let mut b = crate::buf::Buf::new();
         b.push(b"numa-preload: a library opened with RTLD_DEEPBIND binds pthread_mutex/cond/rwlock to glibc and could not be redirected (too many objects or no dynamic section): a lock it shares with the program is not supported\n");
