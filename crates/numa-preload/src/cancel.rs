@@ -43,6 +43,22 @@
 //! A waiter that finds no free slot (more than [`SLOTS`] threads in condvar
 //! waits at once) waits unregistered: a cancel then takes effect at its next
 //! wake-up.
+//!
+//! # Asynchronous cancellation
+//!
+//! A thread with `PTHREAD_CANCEL_ASYNCHRONOUS` is sent a signal by glibc's
+//! `pthread_cancel`, whose handler unwinds it wherever it is. Two places
+//! must not be unwound that way:
+//!
+//! - a lock's wait (a queue node on a dead stack, a parking-lot entry): the
+//!   slow paths run with cancellation disabled and deferred, such a thread
+//!   waits in slices of [`ASYNC_SLICE`] ([`blocking`]) and the export acts
+//!   on a pending cancel between them, with only its own frame left to unwind
+//!   ([`finish`]);
+//! - a condvar wait (its registration, the waiter count, the mutex to
+//!   re-take): the wait runs deferred ([`make_deferred`]) and sets the type
+//!   back at the end, with the mutex held ([`restore_type`]), so the cancel
+//!   is acted on as a deferred one.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use libc::pthread_t;

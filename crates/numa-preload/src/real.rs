@@ -86,9 +86,10 @@ macro_rules! real_fns {
             #[inline]
             pub unsafe fn $rust($($arg: $ty),*) -> c_int {
                 let addr = syms::$rust.get();
-                // "C-unwind" for glibc's condvar waits and `pthread_cancel`,
-                // which may unwind (a cancel's forced unwind) through their
-                // caller; "C" for the others.
+                // "C-unwind" for glibc's condvar waits, `pthread_cancel` and
+                // the blocking lock functions, which may unwind (a cancel's
+                // forced unwind; the locks under asynchronous cancellation)
+                // through their caller; "C" for the others.
                 type F = unsafe extern $abi fn($($ty),*) -> c_int;
                 // SAFETY: `addr` is glibc's definition of this symbol (dlsym
                 // found it by name, and the version for the condvar ABI), whose C
@@ -106,10 +107,10 @@ macro_rules! real_fns {
 real_fns! {
     pthread_mutex_init = c"pthread_mutex_init": extern "C" fn(m: *mut pthread_mutex_t, a: *const libc::pthread_mutexattr_t);
     pthread_mutex_destroy = c"pthread_mutex_destroy": extern "C" fn(m: *mut pthread_mutex_t);
-    pthread_mutex_lock = c"pthread_mutex_lock": extern "C" fn(m: *mut pthread_mutex_t);
+    pthread_mutex_lock = c"pthread_mutex_lock": extern "C-unwind" fn(m: *mut pthread_mutex_t);
     pthread_mutex_trylock = c"pthread_mutex_trylock": extern "C" fn(m: *mut pthread_mutex_t);
-    pthread_mutex_timedlock = c"pthread_mutex_timedlock": extern "C" fn(m: *mut pthread_mutex_t, t: *const timespec);
-    pthread_mutex_clocklock = c"pthread_mutex_clocklock": extern "C" fn(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec);
+    pthread_mutex_timedlock = c"pthread_mutex_timedlock": extern "C-unwind" fn(m: *mut pthread_mutex_t, t: *const timespec);
+    pthread_mutex_clocklock = c"pthread_mutex_clocklock": extern "C-unwind" fn(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec);
     pthread_mutex_unlock = c"pthread_mutex_unlock": extern "C" fn(m: *mut pthread_mutex_t);
     pthread_cond_init = c"pthread_cond_init" @ c"GLIBC_2.3.2": extern "C" fn(c: *mut pthread_cond_t, a: *const libc::pthread_condattr_t);
     pthread_cond_destroy = c"pthread_cond_destroy" @ c"GLIBC_2.3.2": extern "C" fn(c: *mut pthread_cond_t);
@@ -120,14 +121,14 @@ real_fns! {
     pthread_cond_broadcast = c"pthread_cond_broadcast" @ c"GLIBC_2.3.2": extern "C" fn(c: *mut pthread_cond_t);
     pthread_rwlock_init = c"pthread_rwlock_init": extern "C" fn(l: *mut pthread_rwlock_t, a: *const libc::pthread_rwlockattr_t);
     pthread_rwlock_destroy = c"pthread_rwlock_destroy": extern "C" fn(l: *mut pthread_rwlock_t);
-    pthread_rwlock_rdlock = c"pthread_rwlock_rdlock": extern "C" fn(l: *mut pthread_rwlock_t);
+    pthread_rwlock_rdlock = c"pthread_rwlock_rdlock": extern "C-unwind" fn(l: *mut pthread_rwlock_t);
     pthread_rwlock_tryrdlock = c"pthread_rwlock_tryrdlock": extern "C" fn(l: *mut pthread_rwlock_t);
-    pthread_rwlock_timedrdlock = c"pthread_rwlock_timedrdlock": extern "C" fn(l: *mut pthread_rwlock_t, t: *const timespec);
-    pthread_rwlock_clockrdlock = c"pthread_rwlock_clockrdlock": extern "C" fn(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec);
-    pthread_rwlock_wrlock = c"pthread_rwlock_wrlock": extern "C" fn(l: *mut pthread_rwlock_t);
+    pthread_rwlock_timedrdlock = c"pthread_rwlock_timedrdlock": extern "C-unwind" fn(l: *mut pthread_rwlock_t, t: *const timespec);
+    pthread_rwlock_clockrdlock = c"pthread_rwlock_clockrdlock": extern "C-unwind" fn(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec);
+    pthread_rwlock_wrlock = c"pthread_rwlock_wrlock": extern "C-unwind" fn(l: *mut pthread_rwlock_t);
     pthread_rwlock_trywrlock = c"pthread_rwlock_trywrlock": extern "C" fn(l: *mut pthread_rwlock_t);
-    pthread_rwlock_timedwrlock = c"pthread_rwlock_timedwrlock": extern "C" fn(l: *mut pthread_rwlock_t, t: *const timespec);
-    pthread_rwlock_clockwrlock = c"pthread_rwlock_clockwrlock": extern "C" fn(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec);
+    pthread_rwlock_timedwrlock = c"pthread_rwlock_timedwrlock": extern "C-unwind" fn(l: *mut pthread_rwlock_t, t: *const timespec);
+    pthread_rwlock_clockwrlock = c"pthread_rwlock_clockwrlock": extern "C-unwind" fn(l: *mut pthread_rwlock_t, c: clockid_t, t: *const timespec);
     pthread_rwlock_unlock = c"pthread_rwlock_unlock": extern "C" fn(l: *mut pthread_rwlock_t);
     pthread_cancel = c"pthread_cancel": extern "C-unwind" fn(t: libc::pthread_t);
 }
