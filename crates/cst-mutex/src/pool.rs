@@ -80,12 +80,13 @@ pub(crate) fn give(s: &Snode) {
     #[cfg(not(numa_loom))]
     {
         let cached = CACHE.try_with(|c| {
-            if c.len.get() >= CACHE_MAX {
+            if c.len.get() >= CACHE_MAX || c.busy.replace(true) {
                 return false;
             }
             s.set_next(c.head.get());
             c.head.set(p);
             c.len.set(c.len.get() + 1);
+            c.busy.set(false);
             true
         });
         if cached == Ok(true) {
@@ -100,12 +101,13 @@ fn take_pooled() -> *mut Snode {
     {
         let from_cache = CACHE.try_with(|c| {
             let p = c.head.get();
-            if p.is_null() {
+            if p.is_null() || c.busy.replace(true) {
                 return global::take();
             }
             // SAFETY: cached snodes are valid and this thread's alone.
             c.head.set(unsafe { &*p }.next_ptr());
             c.len.set(c.len.get() - 1);
+            c.busy.set(false);
             p
         });
         if let Ok(p) = from_cache {
@@ -117,10 +119,15 @@ fn take_pooled() -> *mut Snode {
 }
 
 /// A thread's cached snodes (a list linked through `next`).
+///
+/// `busy` while this thread changes the list: a signal handler that
+/// interrupts the change and takes a lock of this crate (a nested
+/// acquisition) finds it set and uses the global pool instead.
 #[cfg(not(numa_loom))]
 struct Cache {
     head: std::cell::Cell<*mut Snode>,
     len: std::cell::Cell<usize>,
+    busy: std::cell::Cell<bool>,
 }
 
 #[cfg(not(numa_loom))]
@@ -142,6 +149,7 @@ std::thread_local! {
         Cache {
             head: std::cell::Cell::new(ptr::null_mut()),
             len: std::cell::Cell::new(0),
+            busy: std::cell::Cell::new(false),
         }
     };
 }

@@ -72,6 +72,12 @@ pub(crate) fn current_node() -> usize {
 /// controls (an snode or lock address); `validate` and `timed_out` run under
 /// the queue lock and must not unwind or call into the parking lot;
 /// `before_sleep` must not park or unwind.
+///
+/// A call nested in another call of the same thread (from a signal handler)
+/// does not sleep: it runs `before_sleep` and returns
+/// [`ParkResult::Invalid`] at once (see the body); callers must treat
+/// `Invalid` as "look again" (they all do: it also means that `validate`
+/// refused).
 #[inline]
 pub(crate) unsafe fn park(
     key: usize,
@@ -83,14 +89,40 @@ pub(crate) unsafe fn park(
 ) -> ParkResult {
     #[cfg(not(numa_loom))]
     {
+        // A park nested in another park of this thread (a signal handler
+        // that takes a lock while its thread sleeps in one): the thread's
+        // parking-lot record is queued already, so this wait does not
+        // sleep. Without validating (it queues nothing), it runs
+        // `before_sleep` (a condvar's unlock of its mutex: the wait becomes
+        // a spurious wake-up), yields and reports `Invalid`; every caller
+        // re-checks its state after a park and then spins on it instead.
+        // `try_with`: a lock used from a thread-local destructor after this
+        // one was destroyed parks normally.
+        if PARKING.try_with(|p| p.replace(true)).unwrap_or(false) {
+            let _ = (validate, timed_out, token);
+            before_sleep();
+            std::thread::yield_now();
+            return ParkResult::Invalid;
+        }
         // SAFETY: the caller upholds `parking_lot_core::park`'s contract (see above).
-        unsafe { parking_lot_core::park(key, validate, before_sleep, timed_out, token, timeout) }
+        let r = unsafe {
+            parking_lot_core::park(key, validate, before_sleep, timed_out, token, timeout)
+        };
+        let _ = PARKING.try_with(|p| p.set(false));
+        r
     }
     #[cfg(numa_loom)]
     {
         let _ = token;
         loom_impl::park(key, validate, before_sleep, timed_out, timeout.is_some())
     }
+}
+
+#[cfg(not(numa_loom))]
+std::thread_local! {
+    /// Whether this thread is inside [`park`] (const, no destructor: safe to
+    /// read from a signal handler).
+    static PARKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Unparks one thread parked on `key`: `parking_lot_core::unpark_one`.
