@@ -153,6 +153,29 @@
 //!   back the original's, and [`RawMutex::release_snodes`] gives back only a
 //!   lock's own.
 //!
+//! # Fork and signal handlers
+//!
+//! * **fork**: after `fork` every lock works in the child. A lock the
+//!   forking thread held (the `pthread_atfork` pattern: the prepare handler
+//!   locks a library's mutex, the parent and child handlers unlock it) can
+//!   be unlocked, taken again and contended on in the child, whatever
+//!   waited for it in the parent: a `pthread_atfork` child handler advances
+//!   a fork generation, and the first thread of the child that holds a lock
+//!   whose snodes are of an older generation forgets the parent's waiters
+//!   (their queue entries, registrations, parked counts and parking-lot
+//!   entries) before it hands the lock on; until then the child's waiters
+//!   wait on the word alone. As with glibc, a lock held by a parent thread
+//!   that does not exist in the child stays held, and read holds are kept.
+//! * **signal handlers**: an acquisition made while the same thread waits
+//!   for another lock (a handler that interrupts the wait) works, nested
+//!   any number of levels: a queued wait keeps its queue node on the stack,
+//!   and a wait nested in a sleeping one spins (with yields) instead of
+//!   sleeping, since the thread's parking-lot record is in use. Not
+//!   async-signal-safe in general: a handler that interrupts the
+//!   parking lot's own short critical sections (its bucket locks) and then
+//!   wakes a waiter of the same bucket deadlocks, and the first contention
+//!   of a node allocates its snode (see the memory cost below).
+//!
 //! # Memory after unlock
 //!
 //! A lock may be destroyed and its memory freed by the thread that takes it
