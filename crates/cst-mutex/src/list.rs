@@ -222,6 +222,7 @@ impl SnodeList {
                 ok = false;
                 break;
             }
+            count!(snode_write(s.node()));
             marked += 1;
             rest = s.next_ptr();
             cur = self.own(rest);
