@@ -35,7 +35,12 @@
 //! contended `lock()` before outside a handler (the first one allocates the
 //! thread's nodes and, once per process, initializes the tunables, the node map
 //! and the fork handler, see `before_enqueue`). A handler that takes a lock
-//! its thread *holds* deadlocks, as with any non-recursive mutex.
+//! its thread *holds* deadlocks, as with any non-recursive mutex. One more
+//! self-deadlock: an `unlock_fair` hands the lock to the queue head alone (the
+//! `HANDED` word, which the unqueued wait does not take); if that head is an
+//! interrupted level of a thread whose handler waits for the same lock, neither
+//! can go on. Locks taken in signal handlers should be released with plain
+//! `unlock`.
 //!
 //! **fork.** Waiters queued in the parent do not exist in a fork's child; their
 //! nodes would stall every queue that names them. See `node/fork.rs`: a child treats

@@ -714,6 +714,45 @@ mod tests {
         unsafe { System.dealloc(p.cast(), layout) };
     }
 
+    /// Nested slow paths of one thread get the thread's four nodes in turn,
+    /// a fifth level and a level that waits for a lock an outer level waits
+    /// for get none (they wait unqueued), and each level handed back is the
+    /// next one taken.
+    #[test]
+    fn nested_levels_get_distinct_nodes_up_to_max_nodes() {
+        let _serial = REGISTRY_USERS.lock().unwrap_or_else(|e| e.into_inner());
+        std::thread::spawn(|| {
+            let locks: Vec<*const ()> = (1..=MAX_NODES + 1).map(|i| i as *const ()).collect();
+            let levels: Vec<Me> = locks[..MAX_NODES]
+                .iter()
+                .map(|&l| current(l).expect("a node per level"))
+                .collect();
+            let mut codes: Vec<u32> = levels.iter().map(|me| me.code).collect();
+            assert!(levels.iter().all(|me| !me.borrowed));
+            assert!(
+                current(locks[MAX_NODES]).is_none(),
+                "a fifth level got a node"
+            );
+            codes.sort_unstable();
+            codes.dedup();
+            assert_eq!(codes.len(), MAX_NODES, "levels share a node");
+            // Back to two levels: the third level's node is taken again, and
+            // not for a lock the first two levels wait for.
+            levels[3].done();
+            levels[2].done();
+            assert!(current(locks[0]).is_none(), "re-entered lock got a node");
+            assert!(current(locks[1]).is_none(), "re-entered lock got a node");
+            let again = current(locks[4]).expect("a node at level 2");
+            assert_eq!(again.code, levels[2].code);
+            for me in [again, levels[1], levels[0]] {
+                me.done();
+            }
+            assert_eq!(current(locks[0]).expect("level 0").code, levels[0].code);
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn one_in_one_is_always_true_and_one_in_128_is_rare() {
         assert!((0..100).all(|_| one_in(1)));
