@@ -126,8 +126,8 @@ pub(crate) struct Hot {
     /// The node's queue of untimed waiters (see [`crate::queue`]).
     pub(crate) queue: SnodeQueue,
     /// Who uses the snode: the waiters in the node's queue, head included, in
-    /// the low half ([`QUEUED_MASK`]; a hint: new waiters stop queueing while
-    /// the queue and the parked waiters are as many as the machine's CPUs);
+    /// the low half ([`QUEUED_MASK`]; a hint: with the parked count it tells
+    /// whether a lock's waiters outnumber the CPUs, `queue::oversubscribed`);
     /// the pins in the upper half ([`PIN_ONE`]); [`DEAD`] in the top bit.
     /// One word, so a queued waiter leaves its queue and drops its pin with
     /// one subtraction.

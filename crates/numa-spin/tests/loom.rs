@@ -1000,7 +1000,7 @@ fn hq_mode_switch_during_contention() {
 // hand-offs are then implied by the bucket lock. In the models below the waiters
 // spin (under loom a spin budget never runs out: `SpinWait` yields without
 // spending it, so `wait_signal` never parks), so each hand-off synchronizes only
-// through the orderings of `hq/` and `node.rs`. Spinning waiters make loom
+// through the orderings of `hq/` and `node/`. Spinning waiters make loom
 // explore every alternation of two spinners, so the scenarios with several queued
 // waiters run at preemption bound 0 and the racing ones at the CI bound.
 
