@@ -183,7 +183,7 @@ fn ours() -> [(&'static [u8], usize); 27] {
             e::pthread_rwlock_unlock as *const () as usize,
         ),
         (b"pthread_cancel", e::pthread_cancel as *const () as usize),
-        (b"dlopen", e::dlopen as *const () as usize),
+        (b"dlopen", dlopen as *const () as usize),
     ]
 }
 
@@ -376,4 +376,19 @@ pub unsafe fn open(file: *const c_char, flags: c_int) -> *mut c_void {
         b.write_stderr();
     }
     h
+}
+
+/// `dlopen(3)`: glibc's; a library opened with `RTLD_DEEPBIND` gets its
+/// references to the functions above pointed at ours (see the module docs).
+///
+/// # Safety
+///
+/// The contract of `dlopen(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlopen(
+    file: *const core::ffi::c_char,
+    flags: c_int,
+) -> *mut core::ffi::c_void {
+    // SAFETY: our caller's contract is glibc's.
+    unsafe { open(file, flags) }
 }

@@ -567,18 +567,3 @@ pub unsafe extern "C-unwind" fn pthread_cancel(t: libc::pthread_t) -> c_int {
     unsafe { *libc::__errno_location() = errno };
     r
 }
-
-/// `dlopen(3)`: glibc's; a library opened with `RTLD_DEEPBIND` gets its
-/// references to the functions above pointed at ours (see `deepbind`).
-///
-/// # Safety
-///
-/// The contract of `dlopen(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn dlopen(
-    file: *const core::ffi::c_char,
-    flags: c_int,
-) -> *mut core::ffi::c_void {
-    // SAFETY: our caller's contract is glibc's.
-    unsafe { crate::deepbind::open(file, flags) }
-}
