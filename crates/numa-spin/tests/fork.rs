@@ -125,9 +125,16 @@ fn contend_in_child_dyn(lock: &'static dyn Probe) -> bool {
             unsafe { lock.release() };
         }
     };
+    // Hold the lock until a new thread has queued for it, so that the child
+    // certainly queues where the parent's waiters were.
+    lock.acquire();
+    let before = queue_of(lock);
     let threads: Vec<_> = (1..CHILD_THREADS)
         .map(|_| std::thread::spawn(work))
         .collect();
+    await_state("a child thread to queue", || queue_of(lock) != before);
+    // SAFETY: acquired above.
+    unsafe { lock.release() };
     work();
     for t in threads {
         if t.join().is_err() {
