@@ -6,7 +6,8 @@
  * pthread_mutex_init/1-2 and 3-2), a mutex held by main (lock, timedlock,
  * recursive), an rwlock write-held by main (rdlock, timedrdlock) and
  * read-held by main (wrlock, timedwrlock). Main waits until the thread says
- * it is about to block and, boundedly, until the kernel says it sleeps, then
+ * it is about to block and, for up to 0.5 s, until the kernel says it sleeps
+ * (numa-spin's timed waits poll and may never sleep), then
  * cancels and joins with a deadline. The output is the same under glibc. */
 #include "check.h"
 #include <stdatomic.h>
@@ -67,7 +68,7 @@ static void run(enum op op) {
     pthread_t t;
     CHECK_RC(pthread_create(&t, NULL, victim, (void *)(long)op), 0);
     while (!atomic_load(&about_to_block)) sched_yield();
-    wait_sleeping(atomic_load(&tid), 2.0);
+    wait_sleeping(atomic_load(&tid), 0.5);
     CHECK_RC(pthread_cancel(t), 0);
     struct timespec dl = in_ms(CLOCK_REALTIME, 20000);
     void *ret = NULL;
