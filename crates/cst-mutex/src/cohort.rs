@@ -576,7 +576,7 @@ impl Cohort {
                 // strictly, each hand-off a cache miss).
                 if (exhausted || fair)
                     && (parked_count(s) == 0 || !self.parked_fairness_due())
-                    && self.grant_next_head(node)
+                    && self.grant_next_head(node, fair)
                 {
                     return;
                 }
@@ -669,8 +669,11 @@ impl Cohort {
 
     /// Grants the lock to the registered head of the next snode after the
     /// unlocker's in the cyclic order, the unlocker's own last (then its
-    /// batch restarts): CST's move to the next socket at the batch's end.
-    fn grant_next_head(&self, node: usize) -> bool {
+    /// batch restarts): CST's move to the next socket at the batch's end. A head
+    /// that has not run since head-ship is passed over on an oversubscribed
+    /// lock, except by `unlock_fair` (see [`queue::grant`]); the batch then
+    /// stays spent, so the next unlock tries again.
+    fn grant_next_head(&self, node: usize, fair: bool) -> bool {
         let own = self.snodes.find(node);
         let Some(start) = own.map_or_else(|| self.snodes.first(), |o| self.snodes.next_cyclic(o))
         else {
@@ -687,7 +690,7 @@ impl Cohort {
                 }
                 cur.hot.batch.store(1, Ordering::Relaxed);
                 count!(snode_write(cur.node()));
-                if queue::grant(self.lock_ref(), cur, false) == Grant::Granted {
+                if queue::grant(self.lock_ref(), cur, !fair) == Grant::Granted {
                     return true;
                 }
                 if let (Some(o), Some(b)) = (own, own_batch) {
