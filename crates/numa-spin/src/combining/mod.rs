@@ -109,6 +109,43 @@
 //! not poisoned (as with `parking_lot`): a closure that panics halfway leaves
 //! the data as it was at the panic.
 //!
+//! # Fork
+//!
+//! In a fork's child the lock works: the requests that the parent's other
+//! threads had queued, and the combiner among them, are forgotten, never
+//! waited for nor read (they live on stacks the child does not have). Each
+//! request queue records, beside its tail, the fork generation its requests
+//! belong to (the generation the CNA lock's queues use, advanced by a
+//! `pthread_atfork` child handler, see `node/fork.rs`); the first request of
+//! the child to reach a queue of an older generation empties it before it
+//! queues (see `combining/queue.rs`). The global lock drops its own ghost
+//! waiters as every CNA lock does. So a lock that the forking thread held is
+//! its to unlock, in the parent and in the child (the `pthread_atfork`
+//! pattern: a prepare handler locks the mutex, the parent and child handlers
+//! unlock it), and then takes combiners and guards as before, across any
+//! number of forks; a lock that was free stays free; a lock held by another
+//! thread of the parent (a guard, or a combiner inside its batch) stays held,
+//! as glibc's mutexes do. A closure that forks runs on the combiner's thread,
+//! which the child then has inside a batch of requests it cannot serve:
+//! do not fork from a closure.
+//!
+//! # Signal handlers
+//!
+//! A signal handler may `combine` while its thread waits in a `combine` on
+//! another lock: the nested call builds its request on the handler's stack
+//! and, if it becomes its node's combiner, takes the global lock with the
+//! next of the thread's four queue nodes, as any CNA acquisition nested in a
+//! handler does (see the crate docs, "Signal handlers and `fork`"), four
+//! levels deep and beyond. A `combine` nested in the thread's own wait on the
+//! *same* lock must not queue a request: behind its interrupted request,
+//! which is (or may become) its node's combiner and cannot run until the
+//! handler returns, it would wait for ever. So each thread keeps, in a
+//! thread-local chain on its stack, the locks on which it has a request
+//! queued (`combining/nesting.rs`), and such a nested call takes the global
+//! lock directly (CNA's nested acquisition of a lock its thread waits for)
+//! and runs its closure itself. As with any lock, a handler must not combine
+//! on a lock its thread holds: a guard, or a batch the handler interrupted.
+//!
 //! # Bounds and costs
 //!
 //! - A waiter's closure runs after the closures queued before it on its node
@@ -121,8 +158,9 @@
 //!   holder.
 //! - Size: [`RawCombiningMutex`] is 1,152 bytes, aligned to 128: the CNA lock
 //!   (its word and its tunables, 128 bytes with its padding) and one 128-byte
-//!   line per request queue ([`COMBINING_QUEUES`] of them; nodes beyond share
-//!   queues, node index modulo the count). A `CombiningMutex<T>` adds `T`,
+//!   line per request queue, its tail and its fork generation
+//!   ([`COMBINING_QUEUES`] of them; nodes beyond share queues, node index
+//!   modulo the count). A `CombiningMutex<T>` adds `T`,
 //!   rounded up to 128 bytes.
 //!
 //! # When to use it
@@ -134,6 +172,8 @@
 //! or that need the caller's thread-local state (see
 //! [What a closure sees](#what-a-closure-sees)).
 
+mod nesting;
+mod queue;
 mod raw;
 mod reentry;
 #[cfg(all(test, not(numa_loom)))]
@@ -308,6 +348,13 @@ impl<T: ?Sized> CombiningMutex<T> {
     /// acquisition, see [`crate::timed`]).
     pub fn try_lock_for(&self, timeout: std::time::Duration) -> Option<CombiningMutexGuard<'_, T>> {
         self.inner.try_lock_for(timeout)
+    }
+
+    /// See [`RawCombiningMutex::request_tails`]. Not a stable API.
+    #[doc(hidden)]
+    pub fn request_tails(&self) -> [usize; COMBINING_QUEUES] {
+        // SAFETY: only reads the queue tails; never unlocks.
+        unsafe { self.inner.raw() }.request_tails()
     }
 
     /// A mutable reference to the data (no locking: `&mut self` is exclusive).

@@ -7,57 +7,20 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use crossbeam_utils::CachePadded;
 
-use super::{COMBINE_BATCH, COMBINE_BATCH_NS, COMBINING_QUEUES, reentry};
+use super::queue::{Queue, Request, enqueue};
+use super::{COMBINE_BATCH, COMBINE_BATCH_NS, COMBINING_QUEUES, nesting, reentry};
 use crate::config::{Global, Tunables};
 use crate::raw_lock::RawLock;
-use crate::sync::{self, AtomicPtr, AtomicU32, Ordering, UnsafeCell};
+use crate::sync::{self, AtomicU32, Ordering, UnsafeCell};
 
 /// The count bound in effect: 2 in loom models, so that a model of three
 /// threads sees a combiner run another's closure and then hand over.
 const BATCH: u32 = if cfg!(numa_loom) { 2 } else { COMBINE_BATCH };
 
-/// `Request::status`: queued, not served yet (the value `node::wait_signal`
-/// waits on).
-const WAIT: u32 = crate::node::WAIT;
 /// `Request::status`: the closure ran; its result is in the slot.
 const DONE: u32 = crate::node::HEAD;
 /// `Request::status`: you are your node's combiner; your closure has not run.
 const COMBINER: u32 = crate::node::HEAD_OWNER;
-
-/// One queued closure, on its submitter's stack.
-#[repr(align(128))]
-pub(super) struct Request {
-    /// The next request of the same queue; null until the successor links.
-    next: AtomicPtr<Request>,
-    /// [`WAIT`], `PARKED` (see [`crate::node::wait_signal`]), [`DONE`] or
-    /// [`COMBINER`].
-    status: AtomicU32,
-    /// Runs the closure in `slot` on `data` (a `run_slot` instance).
-    run: unsafe fn(*const (), *mut ()),
-    /// The submitter's [`Slot`], type-erased.
-    slot: *const (),
-    /// The submitter's data (the `*mut T` its closure runs on), type-erased:
-    /// each request carries its own, so callers with their own objects (and
-    /// their own `T`) never see each other's.
-    data: *mut (),
-}
-
-impl Request {
-    /// A request for the closure in `slot`, to run on `data` with `run`.
-    pub(super) fn new<S>(
-        slot: &UnsafeCell<S>,
-        data: *mut (),
-        run: unsafe fn(*const (), *mut ()),
-    ) -> Self {
-        Request {
-            next: AtomicPtr::new(ptr::null_mut()),
-            status: AtomicU32::new(WAIT),
-            run,
-            slot: ptr::from_ref(slot).cast(),
-            data,
-        }
-    }
-}
 
 /// The closure and, once it ran, its result (or panic), on the submitter's
 /// stack.
@@ -128,7 +91,7 @@ pub(super) unsafe fn run_slot<T, F: FnOnce(&mut T) -> R, R>(slot: *const (), dat
 /// 1,152 bytes, aligned to 128 (see the [module docs](super#bounds-and-costs)).
 pub struct RawCombiningMutex<Tn: Tunables = Global> {
     lock: RawLock<true, Tn>,
-    pub(super) queues: [CachePadded<AtomicPtr<Request>>; COMBINING_QUEUES],
+    pub(super) queues: [CachePadded<Queue>; COMBINING_QUEUES],
 }
 
 // SAFETY: the queue tails point to requests that their submitters keep alive
@@ -153,7 +116,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     const fn from_tunables(tunables: Tn) -> Self {
         RawCombiningMutex {
             lock: RawLock::from_tunables(tunables),
-            queues: [const { CachePadded::new(AtomicPtr::new(ptr::null_mut())) }; COMBINING_QUEUES],
+            queues: [const { CachePadded::new(Queue::new()) }; COMBINING_QUEUES],
         }
     }
 
@@ -162,13 +125,23 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     fn from_tunables(tunables: Tn) -> Self {
         RawCombiningMutex {
             lock: RawLock::from_tunables(tunables),
-            queues: core::array::from_fn(|_| CachePadded::new(AtomicPtr::new(ptr::null_mut()))),
+            queues: core::array::from_fn(|_| CachePadded::new(Queue::new())),
         }
     }
 
     /// The global lock.
     pub fn raw_lock(&self) -> &RawLock<true, Tn> {
         &self.lock
+    }
+
+    /// The address of the last request queued on each request queue (0: the
+    /// queue is empty), a momentary snapshot for tests that wait for a
+    /// request to enqueue: a queue's entry changes whenever one does. Not a
+    /// stable API.
+    #[doc(hidden)]
+    pub fn request_tails(&self) -> [usize; COMBINING_QUEUES] {
+        // Relaxed: a snapshot; nothing is read through the addresses.
+        core::array::from_fn(|i| self.queues[i].tail.load(Ordering::Relaxed) as usize)
     }
 
     /// This lock's identity for the debug-build re-entry check.
@@ -315,7 +288,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     }
 
     /// The request queue of the calling thread's NUMA node.
-    pub(super) fn my_queue(&self) -> &AtomicPtr<Request> {
+    pub(super) fn my_queue(&self) -> &Queue {
         // Before the request is published: the first node lookup allocates
         // (see `node::before_enqueue`).
         let numa = crate::node::before_enqueue();
@@ -323,7 +296,10 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     }
 
     /// Queues a request for `slot` on our node's queue and waits until it
-    /// ran, combining when we are our node's combiner.
+    /// ran, combining when we are our node's combiner. Nested inside this
+    /// thread's own queued request on this lock (a signal handler that
+    /// interrupted its wait), takes the global lock instead and runs the
+    /// closure itself (see the [module docs](super#signal-handlers)).
     ///
     /// # Safety
     ///
@@ -336,12 +312,29 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
         slot: &UnsafeCell<S>,
         run: unsafe fn(*const (), *mut ()),
     ) {
-        let queue = self.my_queue();
-        let request = Request::new(slot, data, run);
-        let pred = enqueue(queue, &request);
-        // SAFETY: forwarded; `request` was just enqueued on `queue` and
-        // lives on this frame until `serve` returns.
-        unsafe { self.serve(queue, &request, pred) };
+        if nesting::is_queued(self.addr()) {
+            // A request queued behind our own interrupted one could wait for
+            // ever: when that one is (or becomes) its node's combiner, the
+            // batch waits until this call returns. The global lock handles
+            // an acquisition nested in its own wait (`node::current`).
+            self.lock.acquire();
+            let _release = Release(&self.lock);
+            // SAFETY: we hold the global lock, which every access to `data`
+            // goes through (forwarded contract); the slot is ours, its
+            // closure has not run, and it holds an `F` on `data`'s type.
+            reentry::running(self.addr(), || unsafe {
+                run(ptr::from_ref(slot).cast(), data)
+            });
+            return;
+        }
+        nesting::queued(self.addr(), || {
+            let queue = self.my_queue();
+            let request = Request::new(slot, data, run);
+            let pred = enqueue(queue, &request);
+            // SAFETY: forwarded; `request` was just enqueued on `queue` and
+            // lives on this frame until `serve` returns.
+            unsafe { self.serve(queue, &request, pred) };
+        });
     }
 
     /// The rest of a queued request's life: links `request` behind `pred`
@@ -353,12 +346,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     /// `request` was enqueued on `queue` by [`enqueue`], which returned
     /// `pred`, and is not moved or freed before this returns; its slot and
     /// data are as [`combine`](RawCombiningMutex::combine) requires.
-    pub(super) unsafe fn serve(
-        &self,
-        queue: &AtomicPtr<Request>,
-        request: &Request,
-        pred: *mut Request,
-    ) {
+    pub(super) unsafe fn serve(&self, queue: &Queue, request: &Request, pred: *mut Request) {
         let me = ptr::from_ref(request).cast_mut();
         if !pred.is_null() {
             // Release: publishes our request to the combiner that follows this
@@ -386,7 +374,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     /// # Safety
     ///
     /// We hold the global lock; `first` is our request and heads `queue`.
-    unsafe fn run_batch(&self, queue: &AtomicPtr<Request>, first: *mut Request) {
+    unsafe fn run_batch(&self, queue: &Queue, first: *mut Request) {
         let cfg = self.lock.config();
         // The batch's clock starts when a second closure is found: a
         // combiner that serves only itself (no waiter of its node) reads no
@@ -413,6 +401,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
                 // request to swap it in finds no predecessor and touches
                 // nothing of ours (it gets the data through the global lock).
                 if queue
+                    .tail
                     .compare_exchange(cur, ptr::null_mut(), Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok()
                 {
@@ -468,21 +457,6 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
             cur = next;
         }
     }
-}
-
-/// Appends `request` to `queue` (MCS's enqueue) and returns its
-/// predecessor (null: the queue was empty, `request` heads it).
-pub(super) fn enqueue(queue: &AtomicPtr<Request>, request: &Request) -> *mut Request {
-    let me = ptr::from_ref(request).cast_mut();
-    // AcqRel (MCS's enqueue). Release: our `next = null` must happen-before
-    // the link our successor writes into it, or the initialization could
-    // overwrite the link. Acquire: the same for our predecessor's
-    // `next = null` before our link store. (The combiner reaches our request
-    // through that link, which publishes it.)
-    let pred = queue.swap(me, Ordering::AcqRel);
-    #[cfg(numa_loom)]
-    sync::note_enqueued();
-    pred
 }
 
 /// The status words of served requests whose submitters parked, to wake

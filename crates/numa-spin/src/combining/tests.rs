@@ -1,7 +1,8 @@
 //! Unit tests of the combining lock (the generic suites run it too, from
 //! `lock-tests`).
 
-use super::raw::{Request, Slot, Wakes, enqueue, run_slot};
+use super::queue::{Request, enqueue};
+use super::raw::{Slot, Wakes, run_slot};
 use super::*;
 use crate::sync::{AtomicU32, UnsafeCell};
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 /// The tail of the request queue of node 0 (the tests' threads are on
 /// node 0 unless they say otherwise).
 fn tail0<T>(m: &CombiningMutex<T>) -> *mut Request {
-    raw(m).queues[0].load(StdOrdering::Relaxed)
+    raw(m).queues[0].tail.load(StdOrdering::Relaxed)
 }
 
 /// The raw lock of `m`.
@@ -214,11 +215,11 @@ fn spawn_queued_raw<X: Send + 'static>(
     lock: &Arc<RawCombiningMutex>,
     f: impl FnOnce(&RawCombiningMutex) -> X + Send + 'static,
 ) -> thread::JoinHandle<X> {
-    let before = lock.queues[0].load(StdOrdering::Relaxed);
+    let before = lock.queues[0].tail.load(StdOrdering::Relaxed);
     let l2 = Arc::clone(lock);
     let h = thread::spawn(move || f(&l2));
     let start = Instant::now();
-    while lock.queues[0].load(StdOrdering::Relaxed) == before {
+    while lock.queues[0].tail.load(StdOrdering::Relaxed) == before {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "the request never queued"
