@@ -55,7 +55,12 @@
 //! fork's child every lock works: waiters of the parent's other threads are
 //! dropped from the queues, the forking thread's locks are its to unlock, and a
 //! lock held by another thread of the parent stays held, as with glibc's
-//! mutexes (`tests/fork.rs`, with the `pthread_atfork` pattern).
+//! mutexes (`tests/fork.rs`, with the `pthread_atfork` pattern). The same holds
+//! for [`CombiningMutex`]: a handler may `combine` while its thread waits in a
+//! `combine` on another lock or on the same one, and a fork's child forgets the
+//! requests the parent's other threads had queued (see the [`combining`]
+//! module's "Fork" and "Signal handlers"; `tests/combining_nested.rs`,
+//! `tests/combining_fork.rs`).
 //!
 //! # Examples
 //!
