@@ -387,7 +387,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                             sync::trace(|| "queue emptied".into());
                             return;
                         }
-                        Err(seen) => cur = seen,
+                        Err(seen) => {
+                            if seen >> TAIL_SHIFT == me.code {
+                                sync::event("empty-cas-retry");
+                            }
+                            cur = seen;
+                        }
                     }
                 } else {
                     // The main queue is empty: the secondary queue becomes the main
@@ -409,7 +414,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                             self.hand_off(state.sec_head, HeadState::EMPTY, HEAD);
                             return;
                         }
-                        Err(seen) => cur = seen,
+                        Err(seen) => {
+                            if seen >> TAIL_SHIFT == me.code {
+                                sync::event("empty-cas-retry");
+                            }
+                            cur = seen;
+                        }
                     }
                 }
             }

@@ -177,7 +177,6 @@ mod remutex;
 #[cfg(feature = "stats")]
 mod stats;
 mod sync;
-#[cfg(not(numa_loom))]
 pub mod timed;
 mod word;
 

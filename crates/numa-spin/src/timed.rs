@@ -33,7 +33,9 @@
 //!
 //! [`Config::spin_budget_ns`]: crate::Config::spin_budget_ns
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(not(numa_loom))]
+use std::time::Instant;
 
 use crate::backoff::SpinWait;
 use crate::config::{Config, Tunables};
@@ -95,20 +97,34 @@ impl<T: Tunables> Poll for RawHqLock<T> {
 }
 
 /// `try_acquire_until` of every raw lock: one attempt, then polling.
+#[cfg(not(numa_loom))]
 #[inline]
 pub(crate) fn try_until(lock: &impl Poll, deadline: Instant) -> bool {
-    lock.try_once() || poll_until(lock, deadline)
+    lock.try_once() || poll_until(lock, || Instant::now() >= deadline)
 }
 
 /// `try_acquire_for` of every raw lock; a timeout too large to represent as an
 /// [`Instant`] waits without limit, through the queue.
+///
+/// Under loom the timeout runs on the per-thread logical clock of
+/// `sync::now_ns` (each read advances it), so whether and when a model's timed
+/// waiter gives up is a deterministic function of its schedule.
 #[inline]
 pub(crate) fn try_for(lock: &impl Poll, timeout: Duration) -> bool {
     if lock.try_once() {
         return true;
     }
-    match Instant::now().checked_add(timeout) {
-        Some(deadline) => poll_until(lock, deadline),
+    #[cfg(not(numa_loom))]
+    let expired = Instant::now()
+        .checked_add(timeout)
+        .map(|deadline| move || Instant::now() >= deadline);
+    #[cfg(numa_loom)]
+    let expired = u64::try_from(timeout.as_nanos())
+        .ok()
+        .and_then(|ns| crate::sync::now_ns().checked_add(ns))
+        .map(|deadline| move || crate::sync::now_ns() >= deadline);
+    match expired {
+        Some(expired) => poll_until(lock, expired),
         None => {
             lock.acquire_queued();
             true
@@ -116,11 +132,11 @@ pub(crate) fn try_for(lock: &impl Poll, timeout: Duration) -> bool {
     }
 }
 
-/// Polls the lock with back-off until it wins or `deadline` passes; past the
-/// steal bound forbids stealing and takes any free word (see the
-/// [module docs](self)).
+/// Polls the lock with back-off until it wins or `expired()` (the deadline has
+/// passed); past the steal bound forbids stealing and takes any free word (see
+/// the [module docs](self)).
 #[cold]
-fn poll_until(lock: &impl Poll, deadline: Instant) -> bool {
+fn poll_until(lock: &impl Poll, expired: impl Fn() -> bool) -> bool {
     let cfg = lock.tunables();
     let bound = cfg.steal_bound_ns;
     let claims = bound != 0 && bound != u64::MAX;
@@ -131,7 +147,7 @@ fn poll_until(lock: &impl Poll, deadline: Instant) -> bool {
     };
     let mut wait = SpinWait::new(cfg.spin_budget_ns);
     loop {
-        if Instant::now() >= deadline {
+        if expired() {
             // One last attempt: the lock may have been released while we
             // slept past the deadline.
             return claim.attempt(lock.locked()) || lock.try_once();
@@ -197,6 +213,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// Returns `true` if the lock was acquired (release it with
     /// [`release`](RawLock::release)). See the [module docs](crate::timed) for why it
     /// does not queue and what that means for fairness.
+    #[cfg(not(numa_loom))]
     #[inline]
     pub fn try_acquire_until(&self, deadline: Instant) -> bool {
         try_until(self, deadline)
@@ -215,6 +232,7 @@ impl<T: Tunables> RawHqLock<T> {
     /// Tries to acquire the lock until `deadline`, without queueing, as
     /// [`RawLock::try_acquire_until`] (same fairness: see the
     /// [module docs](crate::timed)).
+    #[cfg(not(numa_loom))]
     #[inline]
     pub fn try_acquire_until(&self, deadline: Instant) -> bool {
         try_until(self, deadline)

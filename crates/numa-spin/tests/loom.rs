@@ -24,6 +24,7 @@ use numa_spin::{Config, RawHqLock, RawLock, loom_hooks};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+use std::time::Duration;
 
 type Cna = RawLock<true, &'static Config>;
 type Queued = RawLock<false, &'static Config>;
@@ -51,6 +52,9 @@ trait ModelLock: Send + Sync + 'static {
     /// # Safety
     /// Held by the caller.
     unsafe fn release_fair(&self);
+    /// `try_lock_for`: polls without queueing (`numa_spin::timed`); the
+    /// timeout runs on the model's logical clock.
+    fn try_acquire_for(&self, timeout: Duration) -> bool;
 }
 
 impl<const NUMA: bool> ModelLock for RawLock<NUMA, &'static Config> {
@@ -68,6 +72,9 @@ impl<const NUMA: bool> ModelLock for RawLock<NUMA, &'static Config> {
         // SAFETY: forwarded contract.
         unsafe { RawLock::release_fair(self) }
     }
+    fn try_acquire_for(&self, timeout: Duration) -> bool {
+        RawLock::try_acquire_for(self, timeout)
+    }
 }
 
 impl ModelLock for Hq {
@@ -84,6 +91,9 @@ impl ModelLock for Hq {
     unsafe fn release_fair(&self) {
         // SAFETY: forwarded contract.
         unsafe { RawHqLock::release_fair(self) }
+    }
+    fn try_acquire_for(&self, timeout: Duration) -> bool {
+        RawHqLock::try_acquire_for(self, timeout)
     }
 }
 
@@ -571,6 +581,73 @@ fn steal_past_absent_head_cna() {
 #[test]
 fn steal_past_absent_head_hq() {
     steal_past_absent_head::<Hq>();
+}
+
+// ---- a timed waiter beside a lone queue head --------------------------------
+
+/// Main holds the lock and records; H queues alone (head); main releases and
+/// T polls with `try_lock_for` (a timeout of a few logical ticks), past its
+/// steal bound of one tick at its first poll, so it sets `NO_STEAL` whenever
+/// it finds it lifted (`numa_spin::timed`). H acquires, lifts the mark (a
+/// timed waiter's, `HeadWait::acquired`) and empties the queue with a CAS of
+/// the tail word that T's mark can make fail although nobody queued behind
+/// H: H must retry it (`empty-cas-retry`) rather than wait for a successor's
+/// link, which would leave H waiting forever with the lock held (loom reports
+/// the deadlock, or T's timeout expires and H alone stays blocked). Every
+/// critical section comes after main's, H always acquires, and some
+/// execution takes the retry.
+fn lone_head_empties_the_queue_beside_a_timed_waiter<L: ModelLock>() {
+    let cfg = config(u64::MAX, 1);
+    let event = "empty-cas-retry";
+    let before = loom_hooks::loom_event_count(event);
+    model(move || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<L>::new(cfg);
+        shared.lock.acquire();
+        shared.record(0);
+        let head = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.critical(1, false))
+        };
+        wait_for_enqueues(1);
+        // SAFETY: acquired above.
+        unsafe { shared.lock.release() };
+        let timed = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let timeout = Duration::from_nanos(8 * loom_hooks::LOOM_TICK_NS);
+                if shared.lock.try_acquire_for(timeout) {
+                    shared.record(2);
+                    // SAFETY: acquired by the try_acquire_for above.
+                    unsafe { shared.lock.release() };
+                }
+            })
+        };
+        head.join().unwrap();
+        timed.join().unwrap();
+        let log = shared.log();
+        assert_eq!(log[0], 0);
+        assert!(log.contains(&1), "the queue head never acquired: {log:?}");
+    });
+    assert!(
+        loom_hooks::loom_event_count(event) > before,
+        "no execution had the head's queue-emptying CAS fail on a timed waiter's mark"
+    );
+}
+
+#[test]
+fn lone_head_empties_the_queue_beside_a_timed_waiter_cna() {
+    lone_head_empties_the_queue_beside_a_timed_waiter::<Cna>();
+}
+
+#[test]
+fn lone_head_empties_the_queue_beside_a_timed_waiter_queued() {
+    lone_head_empties_the_queue_beside_a_timed_waiter::<Queued>();
+}
+
+#[test]
+fn lone_head_empties_the_queue_beside_a_timed_waiter_hq() {
+    lone_head_empties_the_queue_beside_a_timed_waiter::<Hq>();
 }
 
 // ---- unlock_fair to the only waiter, then a new arrival --------------------------

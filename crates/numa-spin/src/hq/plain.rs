@@ -47,7 +47,12 @@ impl<T: Tunables> RawHqLock<T> {
                     .compare_exchange(cur, 0, Ordering::Relaxed, Ordering::Relaxed)
                 {
                     Ok(_) => return,
-                    Err(seen) => cur = seen,
+                    Err(seen) => {
+                        if seen & !TAIL_FLAGS == me.code << CODE_SHIFT {
+                            sync::event("empty-cas-retry");
+                        }
+                        cur = seen;
+                    }
                 }
             }
             // A waiter swapped the tail and will link to us, or the lock switched

@@ -80,10 +80,9 @@ pub(crate) use head_wait::{HeadWait, pass_head_ship};
 pub(crate) use registry::{
     HEAD, HEAD_OWNER, HeadState, Me, PARKED, QNode, WAIT, current, one_in, registry,
 };
-pub(crate) use steal::{lock_unqueued, steal_past_absent_head, steal_while_head_asleep};
-// For `crate::timed`, which loom builds leave out.
-#[cfg(not(numa_loom))]
-pub(crate) use steal::take_free_word;
+pub(crate) use steal::{
+    lock_unqueued, steal_past_absent_head, steal_while_head_asleep, take_free_word,
+};
 
 /// Reads, before the caller initializes its queue node, everything the queued
 /// wait needs from lazily initialized process state, and returns the caller's
