@@ -91,8 +91,10 @@ use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_SHIFT, UNLOCKED};
 /// the 2-CPU development machine (`tests/fairness_bound.rs`: a thread that
 /// re-takes the lock with no gap, critical sections of 5-200 us, a second
 /// thread acquiring 20 times): median waits of 13-210 us, maxima of a few ms
-/// when the machine was busy. Timed waiters (`try_lock_for`) get the same
-/// bound (see [`crate::timed`]).
+/// when the machine was busy, with a timed waiter (`try_lock_for`) as the
+/// second thread as well. A timed waiter past its own steal bound takes a free
+/// word whatever `NO_STEAL` says, so beside one the queue head's wait is not
+/// bounded as above: the two race for each release (see [`crate::timed`]).
 ///
 /// The bounds go with the tunables: `spin_budget_ns` only decides when the
 /// head starts to nap; with `steal_bound_ns = u64::MAX` running threads may keep
@@ -141,7 +143,8 @@ use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_SHIFT, UNLOCKED};
 pub struct RawLock<const NUMA: bool, T: Tunables = Global> {
     /// `UNLOCKED`, `LOCKED` or `HANDED`.
     pub(crate) locked: AtomicU32,
-    /// Queue tail code and `NO_STEAL`.
+    /// The flags `NO_STEAL` (bit 0) and `HEAD_ASLEEP` (bit 1), and the code of
+    /// the last queue node (bits 2..32); see the layout in the module docs.
     pub(crate) tail: AtomicU32,
     /// Where the tunables come from.
     pub(crate) tunables: T,

@@ -18,11 +18,18 @@
 //! (the fast path's attempt, as `try_lock`), so it barges past queued waiters
 //! as every newcomer does, and cannot pass a head that has forbidden stealing.
 //! Past the bound it forbids stealing itself (`NO_STEAL`, the queue head's
-//! mark) and takes the word whenever it sees it free, whatever the mark: it and
-//! a queue head past its own bound are then the only threads that may take the
-//! next release, so its wait is bounded as a queue head's is (the steal bound,
-//! the critical sections in flight, one critical section per queue head that
-//! wins a release instead; see `RawLock`'s fairness docs). A timed waiter
+//! mark, set again whenever it finds it lifted) and takes the word whenever it
+//! sees it free, whatever the mark. Newcomers' steals (the fast path,
+//! `try_lock`) then fail, up to one in flight per running thread, and each
+//! release goes to whichever of the threads the mark lets through takes the
+//! free word first: this timed waiter, the queue head (past its own bound or
+//! not: a head takes a free word whatever the mark), other timed waiters past
+//! their bound, an arrival that has seen the word free for the steal bound
+//! (`node::steal_past_absent_head`), and a wait without a queue node
+//! (`node::lock_unqueued`). So its wait is not bounded as a queue head's is:
+//! it lasts the critical sections of the threads that win the releases
+//! ahead of it, and while `lock()` callers keep the queue non-empty a new
+//! queue head races it for every release. A timed waiter
 //! descheduled while it forbids stealing is treated like an absent queue head:
 //! arrivals take a lock they have seen free for the steal bound. It lifts the
 //! mark when it leaves (acquired or timed out) if nobody is queued; a queue

@@ -12,9 +12,17 @@ use crate::sync::{AtomicU32, Ordering};
 /// stays one store. (Paravirt qspinlock parks the head, `pv_wait_head_or_lock`,
 /// and pays with a cmpxchg unlock; here a release that reads the lock word
 /// before its store, as a wake-up check needs, cost 15-30% of the throughput
-/// of two threads contending on two CPUs.) While the head sleeps,
-/// lock stealing is allowed (`NO_STEAL` is cleared before), so a free lock waits
-/// for nobody; the sleep bounds how long the head itself is away. Measured on
+/// of two threads contending on two CPUs.) The head marks each nap
+/// `HEAD_ASLEEP` and leaves `NO_STEAL` as it is: before its steal bound
+/// stealing is allowed and arrivals take a free lock meanwhile
+/// ([`steal_while_head_asleep`](super::steal_while_head_asleep)); past it the
+/// mark stays set through the nap, so the lock's next release is the head's
+/// and may wait for the nap's end, unless it stays free for
+/// [`NAPPING_HEAD_PATIENCE_NS`](super::steal::NAPPING_HEAD_PATIENCE_NS) beyond the
+/// bound ([`steal_past_absent_head`](super::steal_past_absent_head)), or a
+/// timed waiter past its own bound (`crate::timed`) or a wait without a queue
+/// node ([`lock_unqueued`](super::lock_unqueued)) takes it. The sleep bounds
+/// how long the head itself is away. Measured on
 /// the 2-CPU development machine, `numa-bench run --lock cna --workload
 /// locktorture --threads 2 --hog 1 --virtual-nodes 2`, 5 interleaved repeats:
 /// CNA/parking_lot 0.99 (0.88-1.00) with 20 us sleeps, 0.99 (0.94-1.01) with

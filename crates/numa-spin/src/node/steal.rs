@@ -26,12 +26,15 @@ use crate::sync::{AtomicU32, Ordering};
 /// (`NO_STEAL`) still applies once it runs. While the head runs, arrivals
 /// queue at once, so a machine with a CPU per thread keeps local spinning.
 ///
-/// Only while stealing is allowed: with `NO_STEAL` set every `try_steal`
-/// fails, so the spin would only burn the budget before the arrival queues
-/// anyway. In strict FIFO (`steal_bound_ns == 0`) the flag is set from the
-/// first enqueue until the queue is empty, so arrivals never spin here.
-/// Otherwise the flag does not stop the spin: a head lifts it before it naps,
-/// and a head that was parked when head-ship reached it has not set it yet.
+/// Only while stealing is allowed: the spin does not start, and ends, once
+/// `NO_STEAL` is set, since every `try_steal` would then fail and the spin
+/// would only burn the budget before the arrival queues anyway. The flag is
+/// set by a head past its steal bound, which keeps it through its naps (so
+/// past the bound arrivals leave the lock to the napping head, or take it past
+/// the mark with [`steal_past_absent_head`]), by a timed waiter past its own
+/// bound (`crate::timed`), and in strict FIFO (`steal_bound_ns == 0`) from the
+/// first enqueue until the queue is empty, so there arrivals never spin here.
+/// A head that was parked when head-ship reached it has not set it yet.
 pub(crate) fn steal_while_head_asleep(
     tail: &AtomicU32,
     cfg: &crate::Config,
@@ -79,8 +82,15 @@ pub(crate) const NAPPING_HEAD_PATIENCE_NS: u64 = 5 * HEAD_NAP_NS;
 /// free lock at once, so a word seen free throughout the bound (10 us by
 /// default, 25 times the poll interval) means the head is away. A napping head
 /// (it marks each nap `HEAD_ASLEEP`) looks again when its nap ends, so it gets
-/// the patience of a nap on top. A wrong guess costs the head one critical
-/// section: it takes the next release, which nobody else may take.
+/// the patience of a nap on top. A wrong guess costs the head the critical
+/// section taken past its mark. The mark stays set, so arrivals that see the
+/// word held meanwhile queue, and one that finds it free after the release
+/// must watch it for the patience again, which a running head does not leave
+/// it for; the head shares that release only with timed waiters past their
+/// own bound, which take a free word whatever the mark (`crate::timed`), and
+/// with waits without a queue node ([`lock_unqueued`]). A head that keeps
+/// missing the patience (preempted again, or woken later than five naps)
+/// loses a critical section each time.
 ///
 /// Only with a finite nonzero bound: strict FIFO (`steal_bound_ns == 0`)
 /// keeps the mark set for the whole queue by request, and with no bound
