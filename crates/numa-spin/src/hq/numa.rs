@@ -49,13 +49,27 @@ impl<T: Tunables> RawHqLock<T> {
                 0
             }
         };
-        // Relaxed: the gate only picks the moment to wait for `locked`. What
-        // the global head needs of the frozen plain queue (its critical
-        // sections) reaches it through `locked`: the queue's last waiter opens
-        // the gate while it holds the lock, and our Acquire CAS in
-        // `wait_for_lock` reads its (or a later) release. A stale "closed" read
-        // only sends us to `wait_signal`, which reads the gate again.
-        if meta.gate.load(Ordering::Relaxed) != GO {
+        // Acquire: pairs with the Release swap that opens the gate (the frozen
+        // plain queue's last head, `pass_plain` through `pass_head_ship`), as
+        // the load in `wait_signal` below does. That head lifted the flags
+        // when it acquired (`HeadWait::acquired`: `NO_STEAL` and
+        // `HEAD_ASLEEP`, one read-modify-write of the tail word) before it
+        // opened the gate; our wait for the lock sets `NO_STEAL` once, past
+        // the steal bound (`HeadWait::held`). The lift must happen-before
+        // that set, so that by coherence the set follows the lift in the tail
+        // word's modification order and is not erased by it, which would
+        // leave stealing allowed for the rest of our wait (fairness, not
+        // exclusion: the frozen queue's critical sections reach us through
+        // `locked`, whose Acquire CAS in `wait_for_lock` reads that head's or
+        // a later release). A Relaxed read of GO orders nothing between the
+        // two read-modify-writes. loom cannot show it: its read-modify-writes
+        // execute in schedule order and read the newest value, and the lift
+        // precedes the GO, which precedes our read of it, in every schedule;
+        // argued in `scripts/ordering-mutants.allow`. (A gate opened at
+        // binding, with no plain queue ahead, reaches us through the binding
+        // CAS's Release and our Acquire join in `enter`.) A stale "closed"
+        // read only sends us to `wait_signal`, which reads the gate again.
+        if meta.gate.load(Ordering::Acquire) != GO {
             sync::event("hq-gate-wait");
             node::wait_signal(&meta.gate, cfg);
         }
