@@ -147,6 +147,8 @@ static CPUS_OVERRIDE: AtomicUsize = AtomicUsize::new(0);
 static CPUS_DEFAULT: AtomicUsize = AtomicUsize::new(0);
 /// Whether `CST_MUTEX_CPUS` was set but malformed.
 static CPUS_ENV_BAD: AtomicBool = AtomicBool::new(false);
+/// Whether the count was forced ([`set_cpus`], or a valid `CST_MUTEX_CPUS`).
+static CPUS_FORCED: AtomicBool = AtomicBool::new(false);
 
 /// Makes every lock of this crate decide its paths as on a machine with
 /// `n` CPUs, whatever this machine has.
@@ -172,7 +174,18 @@ pub fn set_cpus(n: usize) -> Result<(), ConfigError> {
         return Err(ConfigError::ZeroCpus);
     }
     CPUS_OVERRIDE.store(n, StdOrdering::Relaxed);
+    CPUS_FORCED.store(true, StdOrdering::Relaxed);
     Ok(())
+}
+
+/// Whether the CPU count was forced ([`set_cpus`] or `CST_MUTEX_CPUS`): the
+/// locks then also ignore what they see of other threads taking their CPUs
+/// (`spin::cpus_contended`), so their decisions are those of a machine
+/// with that many CPUs to themselves.
+#[inline]
+pub(crate) fn cpus_forced() -> bool {
+    let _ = cpus();
+    CPUS_FORCED.load(StdOrdering::Relaxed)
 }
 
 /// The CPU count the locks' path decisions assume: [`set_cpus`]'s value,
@@ -192,7 +205,10 @@ pub fn cpus() -> usize {
     let n = match std::env::var_os("CST_MUTEX_CPUS") {
         None => machine(),
         Some(v) => match v.to_str().and_then(|v| v.trim().parse::<usize>().ok()) {
-            Some(n) if n > 0 => n,
+            Some(n) if n > 0 => {
+                CPUS_FORCED.store(true, StdOrdering::Relaxed);
+                n
+            }
             _ => {
                 CPUS_ENV_BAD.store(true, StdOrdering::Relaxed);
                 machine()

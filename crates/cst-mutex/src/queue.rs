@@ -100,8 +100,9 @@ pub(crate) enum Queued {
 /// The lock's waiters (parked on it, queued in any of its snodes) plus its
 /// holder, against the CPUs the path decisions assume ([`config::cpus`]):
 /// whether the threads that want the lock are more than can run at once.
-/// Reads only (the word and each snode's waiting line); under loom, the
-/// model's per-thread setting.
+/// Also true while other threads take this process's CPUs
+/// ([`crate::spin::cpus_contended`]). Reads only (the word and each snode's
+/// waiting line); under loom, the model's per-thread setting.
 pub(crate) fn oversubscribed(lock: LockRef<'_>) -> bool {
     #[cfg(numa_loom)]
     {
@@ -110,6 +111,9 @@ pub(crate) fn oversubscribed(lock: LockRef<'_>) -> bool {
     }
     #[cfg(not(numa_loom))]
     {
+        if crate::spin::cpus_contended() {
+            return true;
+        }
         // Relaxed: hints.
         let mut wanting = 1 + crate::word::parked_count(lock.state.load(Ordering::Relaxed));
         for sn in lock.snodes.iter() {
@@ -120,8 +124,8 @@ pub(crate) fn oversubscribed(lock: LockRef<'_>) -> bool {
 }
 
 /// A value that changes when the lock is handed on within or between
-/// nodes: the snodes' batch counts, which holders write at every grant and
-/// wake-up (reads only).
+/// nodes: the word and the snodes' batch counts, which holders write at
+/// every grant and wake-up (reads only).
 fn progress(lock: LockRef<'_>) -> u64 {
     #[cfg(numa_loom)]
     {
@@ -130,8 +134,10 @@ fn progress(lock: LockRef<'_>) -> u64 {
     }
     #[cfg(not(numa_loom))]
     {
-        lock.snodes.iter().fold(0u64, |h, sn| {
-            // Relaxed: a hint.
+        // Relaxed: hints. The word changes when the lock is taken from it
+        // (barging, a head's CAS), the batches when it is granted.
+        let word = lock.state.load(Ordering::Relaxed) as u64;
+        lock.snodes.iter().fold(word, |h, sn| {
             let b = u64::from(sn.hot.batch.load(Ordering::Relaxed));
             h.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(b)
         })
@@ -166,7 +172,7 @@ pub(crate) fn wait(lock: LockRef<'_>, sn: &Snode) -> Queued {
         // Release: our predecessor reads our node through this pointer (an
         // Acquire load) and must see its initialisation.
         pred.next.store(me, Ordering::Release);
-        wait_for_status(sn, &q, WAITING, HEAD);
+        wait_for_status(lock, sn, &q, WAITING, HEAD);
     }
     #[cfg(feature = "stats")]
     crate::stats::count(&sn.stats.queued);
@@ -199,8 +205,16 @@ pub(crate) fn wait(lock: LockRef<'_>, sn: &Snode) -> Queued {
 /// (`HEAD`, waiting from `WAITING`, set by the predecessor) or the grant
 /// (`GRANTED`, waiting from `HEAD` after losing the withdrawal to a holder's
 /// claim: the claimer may be preempted between its claim and its grant).
-fn wait_for_status(sn: &Snode, q: &QNode, running: u32, target: u32) {
-    let mut spin = Spin::new();
+///
+/// The wait for head-ship spins with a head's budget ([`HeadSpin`]): on a
+/// lock that is not [`oversubscribed`] it yields for as long as the lock
+/// makes progress, so a queued waiter that has a CPU is still running when
+/// its turn comes, even after a whole batch of another node (a waiter that
+/// parked there would make every hand-off of its node wait for a wake-up,
+/// one at a time, since wake-ahead reaches one waiter ahead). On an
+/// oversubscribed lock it parks after [`Spin`]'s budget.
+fn wait_for_status(lock: LockRef<'_>, sn: &Snode, q: &QNode, running: u32, target: u32) {
+    let mut spin = WaitSpin::new(running == WAITING);
     loop {
         // Acquire: pairs with the Release of `pass_headship` (head-ship: the
         // snode's registration slot was cleared, by the claim or the
@@ -213,7 +227,7 @@ fn wait_for_status(sn: &Snode, q: &QNode, running: u32, target: u32) {
         if st == target || (target == HEAD && st == GRANTED) {
             return;
         }
-        if st == running && spin.spin() {
+        if st == running && spin.spin(lock) {
             continue;
         }
         // Relaxed: announces that we sleep; the swap to `target` reads it (one
@@ -243,7 +257,32 @@ fn wait_for_status(sn: &Snode, q: &QNode, running: u32, target: u32) {
         // `WAITING`: spin a fresh budget), or spuriously (status still
         // `PARKED`: park again).
         if q.status.load(Ordering::Relaxed) == running {
-            spin = Spin::new();
+            spin = WaitSpin::new(running == WAITING);
+        }
+    }
+}
+
+/// The budget of [`wait_for_status`]: a head's for the wait for head-ship,
+/// a plain one for the wait for a claimed grant (which a running claimer
+/// completes at once).
+enum WaitSpin {
+    Headship(HeadSpin),
+    Grant(Spin),
+}
+
+impl WaitSpin {
+    fn new(headship: bool) -> Self {
+        if headship {
+            WaitSpin::Headship(HeadSpin::new())
+        } else {
+            WaitSpin::Grant(Spin::new())
+        }
+    }
+
+    fn spin(&mut self, lock: LockRef<'_>) -> bool {
+        match self {
+            WaitSpin::Headship(h) => h.spin(|| oversubscribed(lock), || progress(lock)),
+            WaitSpin::Grant(s) => s.spin(),
         }
     }
 }
@@ -343,6 +382,8 @@ fn pass_headship(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) {
         // lock orders it); the successor reads the slot after the Release
         // swap below.
         queue_head(sn).store(tagged(next), Ordering::Relaxed);
+        // Relaxed: a hint for unlocks, which hold the lock as we do.
+        sn.hot.headship_at.store(sync::ticks(), Ordering::Relaxed);
         count!(snode_write(sn.node()));
     }
     // Release: our clearing of the snode's registration slot (or the token
@@ -364,7 +405,13 @@ fn pass_headship(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) {
 /// (it still is the head and must pass head-ship on).
 ///
 /// A head that inherited its predecessor's token (`token`) is registered
-/// already: it first clears the slot's not-running tag.
+/// already, under the slot's not-running tag. It clears the tag once it has
+/// spun the rounds after which a head registers ([`REGISTER_AFTER_ROUNDS`]),
+/// not at once: a grant usually comes sooner (the predecessor's critical
+/// section), and a CAS of the slot racing the holder's claim would move the
+/// snode's line once more per hand-off. Until then an unlock of an
+/// oversubscribed lock may pass over it as not running; the word is then
+/// released and the head takes it by CAS.
 fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(bool, bool)> {
     let me = q as *const QNode as *mut QNode;
     // Relaxed: only a head without a predecessor is still `WAITING`, and
@@ -375,16 +422,9 @@ fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(boo
         .status
         .compare_exchange(WAITING, HEAD, Ordering::Relaxed, Ordering::Relaxed);
     let mut registered = token;
-    if registered {
-        // Relaxed: the tag is a hint for unlocks. If the CAS fails, a holder
-        // claimed us and its grant (Release, read with Acquire) follows.
-        if queue_head(sn)
-            .compare_exchange(tagged(q), me, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            count!(snode_write(sn.node()));
-        }
-    }
+    // What the snode's slot holds for us while we are registered: our node,
+    // under the not-running tag until we clear it.
+    let mut slot = if token { tagged(q) } else { me };
     #[cfg(numa_loom)]
     sync::set_loom_inherited(false);
     let mut tried_to_register = registered;
@@ -423,6 +463,18 @@ fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(boo
             }
             continue;
         }
+        if slot != me && spin.rounds() >= REGISTER_AFTER_ROUNDS {
+            // Relaxed: the tag is a hint for unlocks. If the CAS fails, a
+            // holder claimed us and its grant (Release, read with Acquire)
+            // follows; the withdrawal below then fails too.
+            if queue_head(sn)
+                .compare_exchange(slot, me, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                count!(snode_write(sn.node()));
+            }
+            slot = me;
+        }
         // Relaxed: a hint (a successor links with Release; we read its node
         // only in `pass_headship`, with Acquire).
         let crowded = !q.next.load(Ordering::Relaxed).is_null();
@@ -430,6 +482,7 @@ fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(boo
             if !tried_to_register && spin.rounds() >= REGISTER_AFTER_ROUNDS {
                 tried_to_register = true;
                 registered = register(lock, sn, me);
+                slot = me;
             }
             if spin.spin(|| oversubscribed(lock), || progress(lock)) {
                 continue;
@@ -449,11 +502,10 @@ fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(boo
         }
         // Withdraw. Relaxed: on success nothing is published (no holder will
         // touch our node); on failure a holder claimed us and its grant (a
-        // Release store we read with Acquire) follows. The slot holds us
-        // untagged: a holder claims only what it read, and we cleared the
-        // tag above (or registered untagged).
+        // Release store we read with Acquire) follows. `slot` is what the
+        // slot holds while it is ours (a holder claims only what it read).
         if queue_head(sn)
-            .compare_exchange(me, ptr::null_mut(), Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(slot, ptr::null_mut(), Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
             count!(snode_write(sn.node()));
@@ -463,7 +515,7 @@ fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(boo
             count!(word_write());
             return None;
         }
-        wait_for_status(sn, q, HEAD, GRANTED);
+        wait_for_status(lock, sn, q, HEAD, GRANTED);
         #[cfg(numa_loom)]
         sync::set_loom_inherited(token);
         return Some((true, true));
@@ -519,6 +571,34 @@ fn register(lock: LockRef<'_>, sn: &Snode, me: *mut QNode) -> bool {
     true
 }
 
+/// How long a head may keep the registration slot's not-running tag before
+/// unlocks pass it over even on a lock that is not [`oversubscribed`]:
+/// 40,000 time-stamp cycles (10-20 us at 2-4 GHz; ns elsewhere), some tens
+/// of hand-offs. A running head clears the tag after a few pause rounds
+/// (`compete`), and a grant usually reaches it sooner, one critical section
+/// after head-ship; a head that keeps the tag this long has most likely
+/// lost its CPU (other processes' threads, vCPU preemption), which the
+/// lock's own count of waiters against CPUs cannot see.
+#[cfg(not(numa_loom))]
+const TAG_OLD_TICKS: u64 = 40_000;
+
+/// Whether `sn`'s slot has held a not-running head for longer than
+/// [`TAG_OLD_TICKS`] (a hint; the caller holds the lock, as the writer did).
+/// Never under loom.
+fn tag_is_old(sn: &Snode) -> bool {
+    #[cfg(numa_loom)]
+    {
+        let _ = sn;
+        false
+    }
+    #[cfg(not(numa_loom))]
+    {
+        // Relaxed: written by lock holders only; the lock orders it.
+        let at = sn.hot.headship_at.load(Ordering::Relaxed);
+        sync::ticks().saturating_sub(at) > TAG_OLD_TICKS
+    }
+}
+
 /// What [`grant`] did.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Grant {
@@ -526,10 +606,10 @@ pub(crate) enum Grant {
     Granted,
     /// No claimable head.
     NoHead,
-    /// The head has not run since it was given head-ship and the lock is
-    /// oversubscribed: it was left registered, and running threads may
-    /// take the lock first (it takes the word, or the grant of a later
-    /// unlock, once it runs).
+    /// The head has not run since it was given head-ship, and the lock is
+    /// oversubscribed or the head has not run for [`TAG_OLD_TICKS`]: it was
+    /// left registered, and running threads may take the lock first (it
+    /// takes the word, or the grant of a later unlock, once it runs).
     NotRunning,
 }
 
@@ -538,9 +618,10 @@ pub(crate) enum Grant {
 /// everything it must do while holding it: after the grant the head owns the
 /// lock and the lock may be freed at once.
 ///
-/// A head tagged as not yet running (given head-ship while asleep, and not
-/// yet back on a CPU) is passed over when `pass_sleeper` and the lock is
-/// [`oversubscribed`]: a FIFO hand-off to a thread without a CPU would stall
+/// A head tagged as not yet running (given head-ship while asleep or
+/// preempted, and not yet back on a CPU) is passed over when `pass_sleeper`
+/// and the lock is [`oversubscribed`] or the tag is older than
+/// [`TAG_OLD_TICKS`]: a FIFO hand-off to a thread without a CPU would stall
 /// every waiter for its wake-up (CST, section 3.2: pass the lock to an
 /// active waiter). Such a head is granted by the first unlock after it runs.
 pub(crate) fn grant(lock: LockRef<'_>, sn: &Snode, pass_sleeper: bool) -> Grant {
@@ -550,7 +631,7 @@ pub(crate) fn grant(lock: LockRef<'_>, sn: &Snode, pass_sleeper: bool) -> Grant 
     if p.is_null() {
         return Grant::NoHead;
     }
-    if p.addr() & NOT_RUNNING != 0 && pass_sleeper && oversubscribed(lock) {
+    if p.addr() & NOT_RUNNING != 0 && pass_sleeper && (tag_is_old(sn) || oversubscribed(lock)) {
         #[cfg(numa_loom)]
         sync::set_loom_passed(true);
         return Grant::NotRunning;

@@ -125,6 +125,10 @@ pub(crate) struct Hot {
     pub(crate) fair_since_ns: AtomicU64,
     /// The node's queue of untimed waiters (see [`crate::queue`]).
     pub(crate) queue: SnodeQueue,
+    /// When ([`crate::sync::ticks`]) a holder last put a head that has not
+    /// run yet in the queue's registration slot (`queue::pass_headship`).
+    /// Written only by lock holders; read by unlocks as a hint.
+    pub(crate) headship_at: AtomicU64,
     /// Who uses the snode: the waiters in the node's queue, head included, in
     /// the low half ([`QUEUED_MASK`]; a hint: with the parked count it tells
     /// whether a lock's waiters outnumber the CPUs, `queue::oversubscribed`);
@@ -153,6 +157,7 @@ impl Snode {
                 batch: AtomicU32::new(0),
                 fair_since_ns: AtomicU64::new(0),
                 queue: SnodeQueue::new(),
+                headship_at: AtomicU64::new(0),
                 users: AtomicUsize::new(DEAD),
             }),
             readers: CachePadded::new(ReaderLine {
@@ -214,6 +219,7 @@ impl Snode {
         h.fair_since_ns.store(0, Ordering::Relaxed);
         h.queue.tail.store(ptr::null_mut(), Ordering::Relaxed);
         h.queue.head.store(ptr::null_mut(), Ordering::Relaxed);
+        h.headship_at.store(0, Ordering::Relaxed);
         self.readers.count.store(0, Ordering::Relaxed);
         #[cfg(feature = "stats")]
         self.stats.reset();

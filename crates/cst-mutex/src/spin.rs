@@ -133,30 +133,107 @@ pub(crate) fn budget_allows_queueing() -> bool {
     }
 }
 
-/// The budget of a head with others queued behind it (or a registration
-/// to keep): pause rounds, then yields. On an oversubscribed lock (more
-/// waiters than CPUs: `queue::oversubscribed`, decided once when the yields
-/// start) it yields for [`YIELD_PHASE`]. Otherwise it yields
-/// [`HEAD_YIELDS`] times, or four times the batch bound if more, *since the
-/// lock last made progress*: a head waits for its node's turn, up to a
-/// batch of another node's critical sections, and on a machine where every
-/// waiter has a CPU that wait is short and a yield returns at once. Counting
-/// yields since the last hand-off, not time, makes the same decision on a
-/// machine whose threads share fewer CPUs than [`config::cpus`] says (where
-/// each yield may run other threads for a while). A lock that makes no
-/// progress for that long (a long critical section) sends the head to park.
+/// The budget of a queued waiter and of a head with others queued behind it
+/// (or a registration to keep): pause rounds, then the long phase. On an
+/// oversubscribed lock (more waiters than CPUs: `queue::oversubscribed`,
+/// decided once when the long phase starts) it yields for [`YIELD_PHASE`].
+/// Otherwise it spins in steps of [`STEP_PAUSES`] pauses and yields every
+/// [`STEPS_PER_YIELD`] steps, [`HEAD_YIELDS`] yields, or four times the
+/// batch bound if more, *since the lock last made progress*: a waiter waits
+/// for its turn, up to a batch of another node's critical sections, and on a
+/// machine where every waiter has a CPU it must see its turn within a few
+/// pauses (a hand-off is a few hundred nanoseconds, about what one
+/// `sched_yield` takes). Counting yields since the last hand-off, not time,
+/// makes the same decision on a machine whose threads share fewer CPUs than
+/// [`config::cpus`] says (where each yield may run other threads for a
+/// while). A lock that makes no progress for that long (a long critical
+/// section) sends the waiter to park.
 pub(crate) struct HeadSpin {
     spin: Spin,
     #[cfg(not(numa_loom))]
     yields_left: Option<u32>,
     #[cfg(not(numa_loom))]
     progress: u64,
+    #[cfg(not(numa_loom))]
+    steps: u32,
 }
 
-/// The least yields of a head on a lock that is not oversubscribed (about
-/// 50 us where a yield returns at once, as [`YIELD_PHASE`]).
+/// A `sched_yield` that returns this many [`sync::ticks`] or more after it
+/// was called (0.5-1 ms at 2-4 GHz) ran another CPU-bound thread on this
+/// CPU for a scheduler time slice. Shorter stays (kernel threads, a
+/// benchmark's timer) do not count: on a machine with exactly as many
+/// waiters as CPUs they happen every few milliseconds, and taking them for
+/// shared CPUs sent every waiter to park, so that each hand-off waited for
+/// a wake-up (16 threads on a 16-CPU KVM guest, one node: 0.08x
+/// parking_lot with a 100,000-tick threshold).
+#[cfg(not(numa_loom))]
+const SLOW_YIELD_TICKS: u64 = 2_000_000;
+
+/// How long one slow yield makes [`cpus_contended`] true: 20,000,000
+/// ticks (5-10 ms, a few scheduler time slices).
+#[cfg(not(numa_loom))]
+const CONTENDED_TICKS: u64 = 20_000_000;
+
+/// Until when ([`sync::ticks`]) the CPUs are taken as shared with other
+/// threads (0: not seen). Process-wide, written only when a waiter's yield
+/// was slow, read by the path decisions.
+#[cfg(not(numa_loom))]
+static CONTENDED_UNTIL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Whether a waiter of some lock of this crate saw, in the last few
+/// milliseconds, its CPU taken by another thread (a yield that did not
+/// return at once): then waiters do not all have a CPU, whatever the locks'
+/// counts of waiters against [`config::cpus`] say (CPU hogs of other
+/// processes, vCPU preemption), and the paths of an oversubscribed lock are
+/// taken. Never with a forced CPU count ([`config::set_cpus`]), nor under
+/// loom.
+#[inline]
+pub(crate) fn cpus_contended() -> bool {
+    #[cfg(numa_loom)]
+    {
+        false
+    }
+    #[cfg(not(numa_loom))]
+    {
+        // Relaxed: a hint; it carries no data.
+        let until = CONTENDED_UNTIL.load(std::sync::atomic::Ordering::Relaxed);
+        until != 0 && sync::ticks() < until && !config::cpus_forced()
+    }
+}
+
+/// Yields, and notes a slow yield for [`cpus_contended`].
+#[cfg(not(numa_loom))]
+fn timed_yield() {
+    let start = sync::ticks();
+    sync::yield_now();
+    let end = sync::ticks();
+    if end.saturating_sub(start) >= SLOW_YIELD_TICKS {
+        // Relaxed: a hint (see `cpus_contended`). Written only when it
+        // moves forward by a good part of its span, so the line is not
+        // written at every slow yield.
+        let c = &CONTENDED_UNTIL;
+        let until = end.saturating_add(CONTENDED_TICKS);
+        if c.load(std::sync::atomic::Ordering::Relaxed) < until - CONTENDED_TICKS / 4 {
+            c.store(until, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// The least yields of a waiter on a lock that is not oversubscribed,
+/// counted since the lock last made progress.
 #[cfg(not(numa_loom))]
 const HEAD_YIELDS: u32 = 64;
+
+/// The pauses of one step of [`HeadSpin`]'s long phase: the waiter looks at
+/// its status every 4 pauses (0.1-0.6 us).
+#[cfg(not(numa_loom))]
+const STEP_PAUSES: u32 = 4;
+
+/// Steps of [`HeadSpin`]'s long phase per yield: the waiter gives the CPU
+/// away once every 16 steps (64 pauses), so threads that share its CPU
+/// (more threads than [`config::cpus`] says) still run.
+#[cfg(not(numa_loom))]
+const STEPS_PER_YIELD: u32 = 16;
 
 impl HeadSpin {
     pub(crate) fn new() -> Self {
@@ -166,6 +243,8 @@ impl HeadSpin {
             yields_left: None,
             #[cfg(not(numa_loom))]
             progress: 0,
+            #[cfg(not(numa_loom))]
+            steps: 0,
         }
     }
 
@@ -199,6 +278,13 @@ impl HeadSpin {
                 if oversubscribed() { 0 } else { full }
             });
             if *left > 0 {
+                self.steps = self.steps.wrapping_add(1);
+                if !self.steps.is_multiple_of(STEPS_PER_YIELD) {
+                    for _ in 0..STEP_PAUSES {
+                        sync::spin_loop();
+                    }
+                    return true;
+                }
                 if !fresh {
                     let p = progress();
                     if p != self.progress {
@@ -207,7 +293,12 @@ impl HeadSpin {
                     }
                 }
                 *left -= 1;
-                sync::yield_now();
+                timed_yield();
+                if cpus_contended() {
+                    // Other threads take our CPU: wait as on an
+                    // oversubscribed lock from now on.
+                    *left = 0;
+                }
                 return true;
             }
             self.spin.spin()
