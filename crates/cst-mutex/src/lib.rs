@@ -29,8 +29,10 @@
 //!   when its turn comes. A head that has not run since it was given
 //!   head-ship is passed over by the unlock while the lock is
 //!   *oversubscribed* (its waiters and holder outnumber the CPUs,
-//!   [`cpus`]): the word is released for running threads, and the head
-//!   takes it, or the grant of the next unlock of its node, once it runs;
+//!   [`cpus`], or other threads take the CPUs), or once it has not run for
+//!   about 10-20 us (40,000 time-stamp ticks): the word is released for
+//!   running threads, and the head takes it, or the grant of the next
+//!   unlock of its node, once it runs;
 //! * **NUMA batching**: the unlocker grants its own node's head while the
 //!   node's batch lasts ([`batch_bound`], 128 by default), then the head of
 //!   the next node that has one, so the lock (and the data it protects) stays
@@ -39,15 +41,20 @@
 //!   that node contends; a mutex gives its snodes back to a process-wide pool
 //!   when its contention ends, so an idle mutex is two words and holds no
 //!   heap memory (an rwlock keeps its snodes until it is dropped);
-//! * **spin, then park**: every untimed waiter that finds the lock held
-//!   queues. Queued waiters spin (up to 127 pauses, then yields for up to
-//!   50 us) and park on their queue node. A head with nobody behind it spins
-//!   like parking_lot's waiters (3 pause rounds, 7 yields); a head with
-//!   waiters behind it spins its pauses, then yields: for 50 us on an
-//!   oversubscribed lock, else at least twice the batch bound times (a
-//!   count, so that a machine with fewer CPUs than [`cpus`] says makes the
-//!   same decision). A head out of budget gives its node's registration back
-//!   and leaves the queue for the node's parking queue;
+//! * **spin, then park**: the first waiter of a lock that nobody else waits
+//!   for spins on the word for up to 63 pauses (qspinlock's pending waiter);
+//!   every other untimed waiter that finds the lock held queues. Queued
+//!   waiters and a head with waiters behind it spin 127 pauses; then, on an
+//!   oversubscribed lock (more waiters than [`cpus`], or CPUs seen taken by
+//!   other threads: a yield that lasted a time slice), they yield for up to
+//!   50 us and park on their queue node; otherwise they keep spinning (4
+//!   pauses per look, a yield every 64) for as long as the lock makes
+//!   progress, at least 64 yields or four times the batch bound since the
+//!   last hand-off (a count, so that a machine with fewer CPUs than
+//!   [`cpus`] says makes the same decision). A head with nobody behind it
+//!   spins like parking_lot's waiters (3 pause rounds, 7 yields). A head out
+//!   of budget gives its node's registration back and leaves the queue for
+//!   the node's parking queue;
 //! * **parked waiters are woken one at a time** (`parking_lot`'s shape): an
 //!   unlock that finds no head to grant and a parked waiter picks the snode to
 //!   serve by the cohort order, wakes one of its waiters and releases the lock
