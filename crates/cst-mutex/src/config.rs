@@ -183,6 +183,7 @@ pub fn set_cpus(n: usize) -> Result<(), ConfigError> {
 /// (`spin::cpus_contended`), so their decisions are those of a machine
 /// with that many CPUs to themselves.
 #[inline]
+#[cfg_attr(numa_loom, allow(dead_code))]
 pub(crate) fn cpus_forced() -> bool {
     let _ = cpus();
     CPUS_FORCED.load(StdOrdering::Relaxed)

@@ -19,7 +19,26 @@
 //! slow path: a lock that never did has no waiter state to forget. Until a
 //! process has forked, [`generation`] is 0 and every check is one relaxed
 //! load of a read-mostly word on a slow path.
+//!
+//! # The parking lot across fork
+//!
+//! Waiters sleep in `parking_lot_core`'s process-wide table, whose buckets
+//! have locks of their own. A thread that is inside one (parking, waking
+//! another) when another thread forks would leave it locked in the child
+//! for ever, and the child's first wait or wake-up on that bucket (the
+//! unlock that forgets the parent's waiters, for one) would hang. So every
+//! call of this crate into the parking lot goes through a *gate*
+//! ([`enter_lot`], [`leave_lot`]: a count of the threads inside): the
+//! `pthread_atfork` prepare handler closes the gate and waits until no
+//! thread is inside, and the parent and child handlers open it again. A
+//! parking thread leaves the gate before it sleeps (the bucket is unlocked
+//! by then). One window stays open: a timed waiter whose deadline passed
+//! locks its bucket again to leave the queue, outside the gate (the parking
+//! lot gives no hook before it). Other users of `parking_lot_core` in the
+//! process (the `parking_lot` crate) are not gated.
 
+#[cfg(all(unix, not(numa_loom)))]
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The number of forks this process descends from (since the handler was
@@ -36,27 +55,113 @@ pub(crate) fn generation() -> u32 {
     GENERATION.load(Ordering::Relaxed)
 }
 
-/// Registers the child handler once (on unix; elsewhere there is no fork).
+/// The threads inside the parking lot through this crate (low bits), and
+/// [`FORKING`]. std atomics: loom threads cannot fork.
+#[cfg(all(unix, not(numa_loom)))]
+static LOT_USERS: AtomicUsize = AtomicUsize::new(0);
+/// [`LOT_USERS`]: a fork is under way; nobody may enter.
+#[cfg(all(unix, not(numa_loom)))]
+const FORKING: usize = 1 << (usize::BITS - 1);
+
+#[cfg(all(unix, not(numa_loom)))]
+std::thread_local! {
+    /// How many times this thread is inside the gate (a signal handler may
+    /// nest a second entry; const, no destructor: safe in a handler).
+    static INSIDE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Enters the parking-lot gate (see the module docs); waits while a fork
+/// is under way. Every [`enter_lot`] is followed by one [`leave_lot`] once
+/// the thread holds no lock of the parking lot.
+#[inline]
+#[cfg_attr(numa_loom, allow(dead_code))]
+pub(crate) fn enter_lot() {
+    #[cfg(all(unix, not(numa_loom)))]
+    {
+        loop {
+            // Acquire: pairs with the parent or child handler's Release
+            // that opened the gate. One location decides: either this
+            // increment comes before the prepare handler's `FORKING` in the
+            // word's order (then the handler waits for our leave) or after
+            // it (then we see the bit and back off).
+            let u = LOT_USERS.fetch_add(1, Ordering::Acquire);
+            if u & FORKING == 0 {
+                let _ = INSIDE.try_with(|c| c.set(c.get() + 1));
+                return;
+            }
+            // Relaxed: we were never inside.
+            LOT_USERS.fetch_sub(1, Ordering::Relaxed);
+            // Relaxed: a wait for the handlers; the Acquire above decides.
+            while LOT_USERS.load(Ordering::Relaxed) & FORKING != 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Leaves the parking-lot gate (see [`enter_lot`]).
+#[inline]
+#[cfg_attr(numa_loom, allow(dead_code))]
+pub(crate) fn leave_lot() {
+    #[cfg(all(unix, not(numa_loom)))]
+    {
+        let _ = INSIDE.try_with(|c| c.set(c.get().saturating_sub(1)));
+        // Release: the parking lot's bucket unlock happens before the
+        // prepare handler's Acquire load that sees us gone, so the forked
+        // memory has the bucket unlocked.
+        LOT_USERS.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Registers the fork handlers once (on unix; elsewhere there is no fork).
 #[inline]
 pub(crate) fn watch() {
     #[cfg(all(unix, not(numa_loom)))]
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
-            // SAFETY: `child` is an `extern "C"` function that neither
-            // unwinds nor calls anything that is not async-signal-safe (one
-            // atomic add); the other handlers are absent. A failed
-            // registration (ENOMEM) leaves the locks as they were before
-            // fork support: nothing else depends on it.
+            // SAFETY: the handlers are `extern "C"` functions that neither
+            // unwind nor call anything but atomics, a thread-local `Cell`
+            // and `sched_yield`. A failed registration (ENOMEM) leaves the
+            // locks as they were before fork support: nothing else depends
+            // on it.
             unsafe {
-                libc::pthread_atfork(None, None, Some(child));
+                libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
             }
         });
     }
+}
+
+/// This thread's entries in the gate (a fork from a signal handler that
+/// interrupted a call into the parking lot).
+#[cfg(all(unix, not(numa_loom)))]
+fn own_entries() -> usize {
+    INSIDE.try_with(std::cell::Cell::get).unwrap_or(0)
+}
+
+#[cfg(all(unix, not(numa_loom)))]
+extern "C" fn prepare() {
+    let own = own_entries();
+    // Acquire (also on the loads below): pairs with the Release of every
+    // `leave_lot`, so what those threads did inside the parking lot (its
+    // bucket unlocks) is in the memory the child gets.
+    LOT_USERS.fetch_or(FORKING, Ordering::Acquire);
+    while LOT_USERS.load(Ordering::Acquire) & !FORKING > own {
+        // SAFETY: `sched_yield` has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+}
+
+#[cfg(all(unix, not(numa_loom)))]
+extern "C" fn parent() {
+    // Release: opens the gate (see `enter_lot`).
+    LOT_USERS.fetch_and(!FORKING, Ordering::Release);
 }
 
 #[cfg(all(unix, not(numa_loom)))]
 extern "C" fn child() {
     // Relaxed: the child has one thread now.
     GENERATION.fetch_add(1, Ordering::Relaxed);
+    // Release: opens the gate; only this thread's own entries remain.
+    LOT_USERS.store(own_entries(), Ordering::Release);
 }

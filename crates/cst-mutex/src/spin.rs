@@ -188,6 +188,7 @@ static CONTENDED_UNTIL: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomic
 /// taken. Never with a forced CPU count ([`config::set_cpus`]), nor under
 /// loom.
 #[inline]
+#[cfg_attr(numa_loom, allow(dead_code))]
 pub(crate) fn cpus_contended() -> bool {
     #[cfg(numa_loom)]
     {

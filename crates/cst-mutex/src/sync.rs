@@ -125,10 +125,22 @@ pub(crate) unsafe fn park(
             std::thread::yield_now();
             return ParkResult::Invalid;
         }
+        // Inside the fork gate until the parking lot has unlocked our
+        // bucket: `before_sleep` runs after that (see `fork.rs`).
+        crate::fork::enter_lot();
+        let inside = std::cell::Cell::new(true);
+        let before_sleep = || {
+            inside.set(false);
+            crate::fork::leave_lot();
+            before_sleep();
+        };
         // SAFETY: the caller upholds `parking_lot_core::park`'s contract (see above).
         let r = unsafe {
             parking_lot_core::park(key, validate, before_sleep, timed_out, token, timeout)
         };
+        if inside.get() {
+            crate::fork::leave_lot();
+        }
         let _ = PARKING.try_with(|p| p.set(false));
         r
     }
@@ -159,8 +171,11 @@ pub(crate) unsafe fn unpark_one(
 ) -> UnparkResult {
     #[cfg(not(numa_loom))]
     {
+        crate::fork::enter_lot();
         // SAFETY: the caller upholds `parking_lot_core::unpark_one`'s contract.
-        unsafe { parking_lot_core::unpark_one(key, callback) }
+        let r = unsafe { parking_lot_core::unpark_one(key, callback) };
+        crate::fork::leave_lot();
+        r
     }
     #[cfg(numa_loom)]
     {
@@ -185,6 +200,7 @@ pub(crate) unsafe fn unpark_all_with(
     {
         let mut token = parking_lot_core::DEFAULT_UNPARK_TOKEN;
         let mut cb = Some(callback);
+        crate::fork::enter_lot();
         // SAFETY: the caller upholds the contract; the filter and callback
         // neither unwind nor call into the parking lot.
         let r = unsafe {
@@ -199,6 +215,7 @@ pub(crate) unsafe fn unpark_all_with(
                 },
             )
         };
+        crate::fork::leave_lot();
         r.unparked_threads
     }
     #[cfg(numa_loom)]
@@ -226,8 +243,11 @@ pub(crate) unsafe fn unpark_requeue(
 ) -> UnparkResult {
     #[cfg(not(numa_loom))]
     {
+        crate::fork::enter_lot();
         // SAFETY: the caller upholds `parking_lot_core::unpark_requeue`'s contract.
-        unsafe { parking_lot_core::unpark_requeue(from, to, validate, callback) }
+        let r = unsafe { parking_lot_core::unpark_requeue(from, to, validate, callback) };
+        crate::fork::leave_lot();
+        r
     }
     #[cfg(numa_loom)]
     {

@@ -12,6 +12,16 @@ use cst_mutex::Mutex;
 use std::sync::Arc;
 use std::thread;
 
+/// The tests of this file run one at a time: Rust's standard library has
+/// process-wide locks of its own (the new-thread set-up takes one), which
+/// are not fork-safe, so a test that spawns threads while the other forks
+/// could hang the child inside `std`, not in the lock under test.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Forks; the child runs `f`, then exits 0 (or is killed); returns the raw
 /// wait status.
 fn in_child(f: impl FnOnce()) -> i32 {
@@ -71,6 +81,7 @@ fn assert_exited_ok(status: i32, what: &str) {
 /// and contends on it. Several forks, each with fresh waiters.
 #[test]
 fn held_across_fork_with_waiters_works_in_the_child() {
+    let _one = one_at_a_time();
     for round in 0..10 {
         let m = Arc::new(Mutex::new(0u64));
         let g = m.lock();
@@ -111,6 +122,7 @@ fn held_across_fork_with_waiters_works_in_the_child() {
 /// glibc (checked with `try_lock`, which must not hang either).
 #[test]
 fn fork_while_others_contend() {
+    let _one = one_at_a_time();
     for round in 0..10 {
         let m = Arc::new(Mutex::new(0u64));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -139,6 +151,68 @@ fn fork_while_others_contend() {
         });
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for w in ws {
+            w.join().unwrap();
+        }
+        assert_exited_ok(status, &format!("round {round}"));
+    }
+}
+
+/// The fork of `held_across_fork_with_waiters_works_in_the_child` while
+/// fresh threads of the parent park for the first time on another lock (on
+/// 2 CPUs with 4 threads they sleep in the parking lot all the time, and a
+/// thread's first park may grow the lot's table, locking every bucket). The
+/// table is shared by every lock: a fork while another thread was inside
+/// one of its buckets left that bucket locked in the child, and the child's
+/// unlock, which takes the parent's waiters out of the lot's queues, hung
+/// when their key hashed there. The child spawns no thread (the standard
+/// library's own thread set-up is not fork-safe while the parent spawns).
+#[test]
+fn fork_while_others_park_in_the_parking_lot() {
+    let _one = one_at_a_time();
+    let a = Arc::new(Mutex::new(0u64));
+    for round in 0..100 {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn: Vec<_> = (0..4)
+            .map(|i| {
+                let (a, stop) = (a.clone(), stop.clone());
+                thread::spawn(move || {
+                    numa_topology::set_current_thread_node(Some(i % 2));
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        *a.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        let m = Arc::new(Mutex::new(0u64));
+        let g = m.lock();
+        let ws: Vec<_> = (0..3)
+            .map(|i| {
+                let m = m.clone();
+                thread::spawn(move || {
+                    numa_topology::set_current_thread_node(Some(i % 2));
+                    *m.lock() += 1;
+                })
+            })
+            .collect();
+        // SAFETY: only reads the waiter counts.
+        let raw = unsafe { m.raw() };
+        while raw.queued_waiters() + raw.parked_waiters() < 3 {
+            thread::yield_now();
+        }
+        std::mem::forget(g);
+        let status = in_child(|| {
+            // SAFETY: the lock is held by this thread (its guard was
+            // forgotten before the fork).
+            unsafe { m.force_unlock(cst_mutex::MutexGuardState::new()) };
+            for _ in 0..1_000 {
+                *m.lock() += 1;
+            }
+            assert_eq!(*m.lock(), 1_000);
+        });
+        // SAFETY: as in the child.
+        unsafe { m.force_unlock(cst_mutex::MutexGuardState::new()) };
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for w in ws.into_iter().chain(churn) {
             w.join().unwrap();
         }
         assert_exited_ok(status, &format!("round {round}"));
