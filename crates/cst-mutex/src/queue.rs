@@ -384,7 +384,9 @@ fn pass_headship(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) {
         // swap below.
         queue_head(sn).store(tagged(next), Ordering::Relaxed);
         // Relaxed: a hint for unlocks, which hold the lock as we do.
-        sn.hot.headship_at.store(sync::ticks(), Ordering::Relaxed);
+        sn.hot
+            .headship_at
+            .store(crate::spin::ticks(), Ordering::Relaxed);
         count!(snode_write(sn.node()));
     }
     // Release: our clearing of the snode's registration slot (or the token
@@ -594,7 +596,7 @@ fn tag_is_old(sn: &Snode) -> bool {
     {
         // Relaxed: written by lock holders only; the lock orders it.
         let at = sn.hot.headship_at.load(Ordering::Relaxed);
-        sync::ticks().saturating_sub(at) > TAG_OLD_TICKS
+        crate::spin::ticks().saturating_sub(at) > TAG_OLD_TICKS
     }
 }
 
@@ -677,7 +679,7 @@ mod tests {
     #[test]
     fn a_not_running_tag_is_old_only_after_tag_old_ticks() {
         let sn = Snode::new_dead();
-        let now = sync::ticks();
+        let now = crate::spin::ticks();
         sn.hot.headship_at.store(now, Ordering::Relaxed);
         assert!(!tag_is_old(&sn), "a tag set just now is young");
         sn.hot

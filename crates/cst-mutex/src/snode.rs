@@ -125,7 +125,7 @@ pub(crate) struct Hot {
     pub(crate) fair_since_ns: AtomicU64,
     /// The node's queue of untimed waiters (see [`crate::queue`]).
     pub(crate) queue: SnodeQueue,
-    /// When ([`crate::sync::ticks`]) a holder last put a head that has not
+    /// When ([`crate::spin::ticks`]) a holder last put a head that has not
     /// run yet in the queue's registration slot (`queue::pass_headship`).
     /// Written only by lock holders; read by unlocks as a hint.
     pub(crate) headship_at: AtomicU64,

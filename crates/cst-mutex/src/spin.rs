@@ -7,6 +7,27 @@
 use crate::config;
 use crate::sync;
 
+/// A cheap clock for the age of a registration slot's not-running tag
+/// (`queue::grant`): the time-stamp counter on x86-64 (cycles, about
+/// 7-25 ns to read, not serialising), elsewhere ns since a process epoch.
+/// 0 under loom (the models decide with their oversubscription flag).
+#[inline]
+pub(crate) fn ticks() -> u64 {
+    #[cfg(all(not(numa_loom), target_arch = "x86_64"))]
+    {
+        // SAFETY: `rdtsc` exists on every x86-64 CPU and touches no memory.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(all(not(numa_loom), not(target_arch = "x86_64")))]
+    {
+        crate::config::fairness_now()
+    }
+    #[cfg(numa_loom)]
+    {
+        0
+    }
+}
+
 /// Bounded spinning rounds before parking: rounds 1 to [`PAUSE_ROUNDS`]
 /// pause 1, 2 and 4 times, the rest yield the CPU (7 yields).
 #[cfg_attr(numa_loom, allow(dead_code))]
@@ -158,7 +179,7 @@ pub(crate) struct HeadSpin {
     steps: u32,
 }
 
-/// A `sched_yield` that returns this many [`sync::ticks`] or more after it
+/// A `sched_yield` that returns this many [`ticks`] or more after it
 /// was called (0.5-1 ms at 2-4 GHz) ran another CPU-bound thread on this
 /// CPU for a scheduler time slice. Shorter stays (kernel threads, a
 /// benchmark's timer) do not count: on a machine with exactly as many
@@ -174,7 +195,7 @@ const SLOW_YIELD_TICKS: u64 = 2_000_000;
 #[cfg(not(numa_loom))]
 const CONTENDED_TICKS: u64 = 20_000_000;
 
-/// Until when ([`sync::ticks`]) the CPUs are taken as shared with other
+/// Until when ([`ticks`]) the CPUs are taken as shared with other
 /// threads (0: not seen). Process-wide, written only when a waiter's yield
 /// was slow, read by the path decisions.
 #[cfg(not(numa_loom))]
@@ -198,16 +219,16 @@ pub(crate) fn cpus_contended() -> bool {
     {
         // Relaxed: a hint; it carries no data.
         let until = CONTENDED_UNTIL.load(std::sync::atomic::Ordering::Relaxed);
-        until != 0 && sync::ticks() < until && !config::cpus_forced()
+        until != 0 && ticks() < until && !config::cpus_forced()
     }
 }
 
 /// Yields, and notes a slow yield for [`cpus_contended`].
 #[cfg(not(numa_loom))]
 fn timed_yield() {
-    let start = sync::ticks();
+    let start = ticks();
     sync::yield_now();
-    let end = sync::ticks();
+    let end = ticks();
     if end.saturating_sub(start) >= SLOW_YIELD_TICKS {
         // Relaxed: a hint (see `cpus_contended`). Written only when it
         // moves forward by a good part of its span, so the line is not

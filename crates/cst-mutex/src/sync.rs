@@ -40,27 +40,6 @@ pub(crate) fn spin_loop() {
     model::thread::yield_now();
 }
 
-/// A cheap clock for the age of a registration slot's not-running tag
-/// (`queue::grant`): the time-stamp counter on x86-64 (cycles, about
-/// 7-25 ns to read, not serialising), elsewhere ns since a process epoch.
-/// 0 under loom (the models decide with their oversubscription flag).
-#[inline]
-pub(crate) fn ticks() -> u64 {
-    #[cfg(all(not(numa_loom), target_arch = "x86_64"))]
-    {
-        // SAFETY: `rdtsc` exists on every x86-64 CPU and touches no memory.
-        unsafe { core::arch::x86_64::_rdtsc() }
-    }
-    #[cfg(all(not(numa_loom), not(target_arch = "x86_64")))]
-    {
-        crate::config::fairness_now()
-    }
-    #[cfg(numa_loom)]
-    {
-        0
-    }
-}
-
 /// Gives the CPU to another runnable thread.
 #[inline]
 pub(crate) fn yield_now() {
