@@ -80,15 +80,29 @@ impl Lock for RawHqLock<&'static Config> {
     }
 }
 
+/// The addresses of what the tests leak on purpose (their locks and flags
+/// outlive a loop that may hang), kept in a static so that LeakSanitizer
+/// sees them reachable.
+static KEPT: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// `Box::leak`, kept reachable (see [`KEPT`]).
+fn leak<T>(v: T) -> &'static T {
+    let r: &'static T = Box::leak(Box::new(v));
+    KEPT.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(r as *const T as usize);
+    r
+}
+
 /// Runs the `lock()` loop and the `try_lock_for` loop on a leaked `lock`
 /// (a hung head keeps holding it) for `RUN`; panics if the `lock()` loop
 /// stalls for `STALL`.
 fn lone_head_beside_timed_waiter(name: &str, lock: &'static dyn Lock) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Leaked, as the lock: threads of a hung run stay behind.
-    let done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-    let rounds: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
-    let timed_wins: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
+    let done: &'static AtomicBool = leak(AtomicBool::new(false));
+    let rounds: &'static AtomicU64 = leak(AtomicU64::new(0));
+    let timed_wins: &'static AtomicU64 = leak(AtomicU64::new(0));
     let started = Instant::now();
     let looper = std::thread::spawn(move || {
         while !done.load(Ordering::Relaxed) && started.elapsed() < RUN {
@@ -149,21 +163,18 @@ fn lone_head_beside_timed_waiter(name: &str, lock: &'static dyn Lock) {
 
 #[test]
 fn cna_lone_head_empties_the_queue_beside_a_timed_waiter() {
-    let lock: &'static RawLock<true, &'static Config> =
-        Box::leak(Box::new(RawLock::with_config(&CFG)));
+    let lock: &'static RawLock<true, &'static Config> = leak(RawLock::with_config(&CFG));
     lone_head_beside_timed_waiter("cna", lock);
 }
 
 #[test]
 fn queued_lone_head_empties_the_queue_beside_a_timed_waiter() {
-    let lock: &'static RawLock<false, &'static Config> =
-        Box::leak(Box::new(RawLock::with_config(&CFG)));
+    let lock: &'static RawLock<false, &'static Config> = leak(RawLock::with_config(&CFG));
     lone_head_beside_timed_waiter("queued", lock);
 }
 
 #[test]
 fn hq_lone_head_empties_the_queue_beside_a_timed_waiter() {
-    let lock: &'static RawHqLock<&'static Config> =
-        Box::leak(Box::new(RawHqLock::with_config(&CFG)));
+    let lock: &'static RawHqLock<&'static Config> = leak(RawHqLock::with_config(&CFG));
     lone_head_beside_timed_waiter("hq", lock);
 }
