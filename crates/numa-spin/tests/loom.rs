@@ -1556,3 +1556,40 @@ fn combining_unlinked_successor_does_not_hold_the_global_lock() {
         "no guard got the lock while a combiner waited for an unlinked successor"
     );
 }
+
+/// The give-back of a queue set races an arrival. Thread 0 combines while
+/// the main thread holds the lock: it binds a queue set from the pool (2 sets
+/// in models), queues its request and, as its node's combiner, waits for the
+/// lock. Thread 1 combines while the main thread releases the lock: it finds
+/// the lock free (and runs its closure without a set), or joins thread 0's
+/// set before thread 0 leaves it, or reads the set bound and loses its join
+/// to thread 0's give-back, then binds a set anew (the same one, or the
+/// other). Every closure runs once, under the lock; no set is claimed or
+/// given back with a request in a queue (the pool's checks under loom), and
+/// once both have returned the idle lock holds no set.
+#[test]
+fn combining_queue_set_give_back_races_an_arrival() {
+    model(|| {
+        loom_hooks::reset_loom_enqueues();
+        let shared = CombineShared::new();
+        shared.lock.raw_lock().acquire();
+        let s0 = shared.clone();
+        let t0 = thread::spawn(move || s0.append(0));
+        // Thread 0's request, then thread 0 in CNA.
+        wait_for_enqueues(2);
+        let s1 = shared.clone();
+        let t1 = thread::spawn(move || s1.append(1));
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.raw_lock().release() };
+        t0.join().unwrap();
+        t1.join().unwrap();
+        assert_eq!(shared.lock.queue_set(), None, "the idle lock kept its set");
+        let mut log = shared.log();
+        log.sort_unstable();
+        assert_eq!(log, [0, 1], "a closure was lost or ran twice");
+    });
+    assert!(
+        loom_hooks::loom_event_count("combine-rebind-after-give-back") > 0,
+        "no arrival lost its join to a give-back"
+    );
+}

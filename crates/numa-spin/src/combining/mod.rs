@@ -19,7 +19,16 @@
 //!   [`RawMutex`](crate::RawMutex), the same single attempt as `try_lock`);
 //!   if it gets it, it runs its closure itself and releases it. Uncontended,
 //!   `combine` costs CNA's lock and unlock.
-//! - **Request queue.** Otherwise the caller builds a request on its own
+//! - **Queue sets.** The per-node request queues are not in the lock: a
+//!   lock that finds itself contended binds a *queue set* (one queue per
+//!   node) from a process-wide pool, and gives it back when the last thread
+//!   that used it leaves, as the HQ lock binds its NUMA metadata (the
+//!   Linux kernel's hierarchical queued spinlock RFC, "dynamic metadata
+//!   binding"). The lock's binding word counts the set's users beside its
+//!   index, so a join and the give-back are one CAS each and exclude each
+//!   other (see `combining/pool.rs`). An uncontended lock never binds one.
+//! - **Request queue.** Otherwise the caller joins the bound set (binding
+//!   one if none is), builds a request on its own
 //!   stack (its closure, its data pointer, a slot for the result, a status
 //!   word) and appends it to its node's queue with one swap of the queue's
 //!   tail, then links it behind its predecessor. If the queue was empty it is
@@ -118,7 +127,12 @@
 //! belong to (the generation the CNA lock's queues use, advanced by a
 //! `pthread_atfork` child handler, see `node/fork.rs`); the first request of
 //! the child to reach a queue of an older generation empties it before it
-//! queues (see `combining/queue.rs`). The global lock drops its own ghost
+//! queues (see `combining/queue.rs`). The parent's threads also count as
+//! users of the queue set bound to the lock at the fork, and they never leave
+//! in the child: the binding word records the fork generation it was made
+//! in, and the child's first arrival rebinds the same set with itself as its
+//! only user, so the set goes back to the pool once the child's own users
+//! have left (see `combining/pool.rs`). The global lock drops its own ghost
 //! waiters as every CNA lock does. So a lock that the forking thread held is
 //! its to unlock, in the parent and in the child (the `pthread_atfork`
 //! pattern: a prepare handler locks the mutex, the parent and child handlers
@@ -156,12 +170,22 @@
 //!   (64 closures, 50 us), not such a stall. On machines with more runnable
 //!   threads than CPUs a combiner is as exposed to preemption as any lock
 //!   holder.
-//! - Size: [`RawCombiningMutex`] is 1,152 bytes, aligned to 128: the CNA lock
-//!   (its word and its tunables, 128 bytes with its padding) and one 128-byte
-//!   line per request queue, its tail and its fork generation
+//! - Size: [`RawCombiningMutex`] is 16 bytes, aligned to 8: the CNA lock (its
+//!   two 4-byte words; 16 bytes with its own tunables, `with_config`, and
+//!   more with the `stats` feature's counters) and the 8-byte binding word
+//!   of its queue set. A `CombiningMutex<T>` adds `T`, rounded up to 8
+//!   bytes (`CombiningMutex<u64>`: 24 bytes), so one per hash bucket is
+//!   cheap.
+//! - The request queues live in a queue set of the process-wide pool
+//!   ([`COMBINING_POOL_SIZE`] sets, 256 KiB of zeroed static memory): one
+//!   128-byte line per queue, its tail and its fork generation
 //!   ([`COMBINING_QUEUES`] of them; nodes beyond share queues, node index
-//!   modulo the count). A `CombiningMutex<T>` adds `T`,
-//!   rounded up to 128 bytes.
+//!   modulo the count). A lock holds a set only while a thread that found
+//!   it contended is queued on it; a contended `combine` pays one CAS on the
+//!   binding word to join and one to leave, and the first of a contention
+//!   episode also claims a set (one CAS on the pool's claim flags), which
+//!   the last gives back. With every set bound to other locks, a contended
+//!   `combine` takes the global lock and runs its closure itself.
 //!
 //! # When to use it
 //!
@@ -173,6 +197,7 @@
 //! [What a closure sees](#what-a-closure-sees)).
 
 mod nesting;
+mod pool;
 mod queue;
 mod raw;
 mod reentry;
@@ -191,9 +216,17 @@ pub const COMBINE_BATCH: u32 = 64;
 /// that serves only itself reads no clock).
 pub const COMBINE_BATCH_NS: u64 = 50_000;
 
-/// Request queues per lock; a thread on NUMA node `n` uses queue
-/// `n % COMBINING_QUEUES`.
+/// Request queues per queue set (the queues a contended lock binds); a
+/// thread on NUMA node `n` uses queue `n % COMBINING_QUEUES`.
 pub const COMBINING_QUEUES: usize = 8;
+
+/// Queue sets in the process-wide pool: at most this many locks hold one at
+/// once (each bound set has a thread waiting on its lock). A `combine` that
+/// finds its lock contended and the pool empty waits for the global lock and
+/// runs its closure itself, as a `lock()` caller would. About 1 KiB each
+/// ([`COMBINING_QUEUES`] cache-line pairs), 256 KiB in all, in zeroed static
+/// memory: a page is touched only when a lock first binds a set on it.
+pub const COMBINING_POOL_SIZE: usize = 256;
 
 /// A mutex whose critical sections can be shipped to the lock holder:
 /// [`combine`](CombiningMutex::combine) runs a closure on the data, on this
@@ -355,6 +388,13 @@ impl<T: ?Sized> CombiningMutex<T> {
     pub fn request_tails(&self) -> [usize; COMBINING_QUEUES] {
         // SAFETY: only reads the queue tails; never unlocks.
         unsafe { self.inner.raw() }.request_tails()
+    }
+
+    /// See [`RawCombiningMutex::queue_set`]. Not a stable API.
+    #[doc(hidden)]
+    pub fn queue_set(&self) -> Option<(usize, u32)> {
+        // SAFETY: only reads the binding word; never unlocks.
+        unsafe { self.inner.raw() }.queue_set()
     }
 
     /// A mutable reference to the data (no locking: `&mut self` is exclusive).

@@ -5,8 +5,7 @@ use core::marker::PhantomData;
 use core::ptr;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use crossbeam_utils::CachePadded;
-
+use super::pool::{Binding, Joined};
 use super::queue::{Queue, Request, enqueue};
 use super::{COMBINE_BATCH, COMBINE_BATCH_NS, COMBINING_QUEUES, nesting, reentry};
 use crate::config::{Global, Tunables};
@@ -74,8 +73,9 @@ pub(super) unsafe fn run_slot<T, F: FnOnce(&mut T) -> R, R>(slot: *const (), dat
 }
 
 /// The raw part of [`CombiningMutex`](super::CombiningMutex): the global lock
-/// (a CNA lock with the process-wide tunables) and the per-node request
-/// queues.
+/// (a CNA lock with the process-wide tunables) and the binding of its
+/// per-node request queues, a set that the lock takes from a process-wide
+/// pool while it is contended and gives back when it is idle.
 ///
 /// Implements `lock_api` 0.5's `RawMutex`, `RawMutexFair` and `RawMutexTimed`
 /// (all three are CNA's: `lock()` guards never combine). [`combine`]
@@ -88,14 +88,15 @@ pub(super) unsafe fn run_slot<T, F: FnOnce(&mut T) -> R, R>(slot: *const (), dat
 /// ones ([`Global`], [`new`](RawCombiningMutex::new)) or a lock's own
 /// ([`with_config`](RawCombiningMutex::with_config)).
 ///
-/// 1,152 bytes, aligned to 128 (see the [module docs](super#bounds-and-costs)).
+/// 16 bytes, aligned to 8 (see the [module docs](super#bounds-and-costs)).
 pub struct RawCombiningMutex<Tn: Tunables = Global> {
     lock: RawLock<true, Tn>,
-    pub(super) queues: [CachePadded<Queue>; COMBINING_QUEUES],
+    queue_set: Binding,
 }
 
-// SAFETY: the queue tails point to requests that their submitters keep alive
-// until served (see the module docs); the lock is the CNA lock's.
+// SAFETY: the bound set's queue tails point to requests that their
+// submitters keep alive until served (see the module docs); the binding word
+// is an atomic, the set it names a static one; the lock is the CNA lock's.
 unsafe impl<Tn: Tunables> Send for RawCombiningMutex<Tn> {}
 // SAFETY: as for `Send`: every shared access goes through atomics.
 unsafe impl<Tn: Tunables> Sync for RawCombiningMutex<Tn> {}
@@ -116,7 +117,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     const fn from_tunables(tunables: Tn) -> Self {
         RawCombiningMutex {
             lock: RawLock::from_tunables(tunables),
-            queues: [const { CachePadded::new(Queue::new()) }; COMBINING_QUEUES],
+            queue_set: Binding::new(),
         }
     }
 
@@ -125,7 +126,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     fn from_tunables(tunables: Tn) -> Self {
         RawCombiningMutex {
             lock: RawLock::from_tunables(tunables),
-            queues: core::array::from_fn(|_| CachePadded::new(Queue::new())),
+            queue_set: Binding::new(),
         }
     }
 
@@ -134,14 +135,28 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
         &self.lock
     }
 
-    /// The address of the last request queued on each request queue (0: the
-    /// queue is empty), a momentary snapshot for tests that wait for a
-    /// request to enqueue: a queue's entry changes whenever one does. Not a
-    /// stable API.
+    /// The address of the last request queued on each request queue of the
+    /// bound queue set (0: the queue is empty; all 0 while no set is bound),
+    /// a momentary snapshot for tests that wait for a request to enqueue: a
+    /// queue's entry changes whenever one does. Not a stable API.
     #[doc(hidden)]
     pub fn request_tails(&self) -> [usize; COMBINING_QUEUES] {
-        // Relaxed: a snapshot; nothing is read through the addresses.
-        core::array::from_fn(|i| self.queues[i].tail.load(Ordering::Relaxed) as usize)
+        self.queue_set.tails()
+    }
+
+    /// The pool index of the bound queue set and how many threads use it
+    /// (joined it and have not left); `None` while no set is bound. A
+    /// momentary snapshot, for tests. Not a stable API.
+    #[doc(hidden)]
+    pub fn queue_set(&self) -> Option<(usize, u32)> {
+        self.queue_set.snapshot()
+    }
+
+    /// How many queue sets of the process-wide pool are bound to a lock now
+    /// (a momentary snapshot, for tests). Not a stable API.
+    #[doc(hidden)]
+    pub fn bound_queue_sets() -> usize {
+        super::pool::pool().claimed_count()
     }
 
     /// This lock's identity for the debug-build re-entry check.
@@ -287,12 +302,44 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
         reentry::running(self.addr(), || f(unsafe { &mut *data }))
     }
 
-    /// The request queue of the calling thread's NUMA node.
-    pub(super) fn my_queue(&self) -> &Queue {
+    /// Joins this lock's bound queue set, binding one from the pool if
+    /// none is (`None`: the pool has none free); the set stays bound until
+    /// the handle is dropped.
+    pub(super) fn join_queues(&self) -> Option<Joined<'_>> {
+        // The pool scan starts at a point that spreads neighbouring locks
+        // (16 bytes apart) over neighbouring sets.
+        self.queue_set.join(self.addr() as usize >> 4)
+    }
+
+    /// The request queue of the calling thread's NUMA node in `set`.
+    pub(super) fn my_queue<'s>(&self, set: &'s Joined<'_>) -> &'s Queue {
         // Before the request is published: the first node lookup allocates
         // (see `node::before_enqueue`).
         let numa = crate::node::before_enqueue();
-        &self.queues[numa as usize % COMBINING_QUEUES]
+        &set.set().queues[numa as usize % COMBINING_QUEUES]
+    }
+
+    /// Takes the global lock and runs the closure in `slot` on `data` on this
+    /// thread, without queueing a request.
+    ///
+    /// # Safety
+    ///
+    /// As for [`combine`](RawCombiningMutex::combine); `run` runs `slot` on
+    /// `data`, and the slot's closure has not run.
+    unsafe fn run_unqueued<S>(
+        &self,
+        data: *mut (),
+        slot: &UnsafeCell<S>,
+        run: unsafe fn(*const (), *mut ()),
+    ) {
+        self.lock.acquire();
+        let _release = Release(&self.lock);
+        // SAFETY: we hold the global lock, which every access to `data` goes
+        // through (forwarded contract); the slot is ours, its closure has not
+        // run, and it holds an `F` on `data`'s type.
+        reentry::running(self.addr(), || unsafe {
+            run(ptr::from_ref(slot).cast(), data)
+        });
     }
 
     /// Queues a request for `slot` on our node's queue and waits until it
@@ -317,23 +364,29 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
             // ever: when that one is (or becomes) its node's combiner, the
             // batch waits until this call returns. The global lock handles
             // an acquisition nested in its own wait (`node::current`).
-            self.lock.acquire();
-            let _release = Release(&self.lock);
-            // SAFETY: we hold the global lock, which every access to `data`
-            // goes through (forwarded contract); the slot is ours, its
-            // closure has not run, and it holds an `F` on `data`'s type.
-            reentry::running(self.addr(), || unsafe {
-                run(ptr::from_ref(slot).cast(), data)
-            });
+            // SAFETY: forwarded contract; the slot's closure has not run.
+            unsafe { self.run_unqueued(data, slot, run) };
             return;
         }
         nesting::queued(self.addr(), || {
-            let queue = self.my_queue();
+            let Some(set) = self.join_queues() else {
+                // The pool has no free queue set (at least
+                // `COMBINING_POOL_SIZE` locks are contended): wait for the
+                // global lock as `lock()` does.
+                // SAFETY: forwarded contract; the slot's closure has not run.
+                unsafe { self.run_unqueued(data, slot, run) };
+                return;
+            };
+            let queue = self.my_queue(&set);
             let request = Request::new(slot, data, run);
             let pred = enqueue(queue, &request);
             // SAFETY: forwarded; `request` was just enqueued on `queue` and
             // lives on this frame until `serve` returns.
             unsafe { self.serve(queue, &request, pred) };
+            // Our last access to the set was in `serve` (our request is done,
+            // or our batch closed the queue or handed it on): leave it, which
+            // gives it back if we were its last user.
+            drop(set);
         });
     }
 
@@ -590,6 +643,7 @@ impl<Tn: Tunables> core::fmt::Debug for RawCombiningMutex<Tn> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RawCombiningMutex")
             .field("locked", &self.lock.is_held())
+            .field("queue_set", &self.queue_set.snapshot())
             .finish_non_exhaustive()
     }
 }

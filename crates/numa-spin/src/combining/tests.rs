@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 // (scripts/ordering-mutants.py takes this file for crate code, as it takes
 // every file of a directory module by its declaration's cfg.)
 
-/// The tail of the request queue of node 0 (the tests' threads are on
-/// node 0 unless they say otherwise).
+/// The tail of the request queue of node 0 in the bound queue set (null
+/// while none is bound; the tests' threads are on node 0 unless they say
+/// otherwise).
 fn tail0<T>(m: &CombiningMutex<T>) -> *mut Request {
-    raw(m).queues[0].tail.load(StdOrdering::Relaxed)
+    raw(m).request_tails()[0] as *mut Request
 }
 
 /// The raw lock of `m`.
@@ -215,11 +216,11 @@ fn spawn_queued_raw<X: Send + 'static>(
     lock: &Arc<RawCombiningMutex>,
     f: impl FnOnce(&RawCombiningMutex) -> X + Send + 'static,
 ) -> thread::JoinHandle<X> {
-    let before = lock.queues[0].tail.load(StdOrdering::Relaxed);
+    let before = lock.request_tails()[0];
     let l2 = Arc::clone(lock);
     let h = thread::spawn(move || f(&l2));
     let start = Instant::now();
-    while lock.queues[0].tail.load(StdOrdering::Relaxed) == before {
+    while lock.request_tails()[0] == before {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "the request never queued"
@@ -325,7 +326,10 @@ fn combiner_waits_for_an_unlinked_successor_without_the_global_lock() {
         thread::current().id()
     });
     let request = request_for(&slot, m.inner.data_ptr());
-    let queue = raw(&m).my_queue();
+    let set = raw(&m)
+        .join_queues()
+        .expect("the pool has no free queue set");
+    let queue = raw(&m).my_queue(&set);
     let pred = enqueue(queue, &request);
     assert!(!pred.is_null(), "A's request is not in the queue");
     drop(guard);
@@ -336,6 +340,7 @@ fn combiner_waits_for_an_unlinked_successor_without_the_global_lock() {
     // SAFETY: `request` was enqueued on `queue` just above and stays on this
     // frame; its slot runs on the mutex's data, reached only under the lock.
     unsafe { raw(&m).serve(queue, &request, pred) };
+    drop(set);
     // SAFETY: our request was served: nobody else accesses the slot.
     let ran_on = unsafe { slot.with_mut(|s| (*s).take_out()) };
     let a_ran_on = a.join().unwrap();
@@ -498,12 +503,94 @@ fn lock_inside_a_combined_closure_panics_on_its_caller() {
     let _ = combiner;
 }
 
-/// The sizes the module docs state.
+/// The sizes the module docs state: the CNA lock and one 8-byte word (the
+/// exact sizes without the `stats` feature, whose counters the CNA lock adds).
 #[test]
 fn sizes() {
+    use crate::raw_lock::RawLock;
     use core::mem::{align_of, size_of};
-    assert_eq!(size_of::<RawCombiningMutex>(), 1152);
-    assert_eq!(align_of::<RawCombiningMutex>(), 128);
-    assert_eq!(size_of::<RawCombiningMutex<&'static crate::Config>>(), 1152);
-    assert_eq!(size_of::<CombiningMutex<u64>>(), 1152 + 128);
+    type Own = &'static crate::Config;
+    let word = |lock: usize| (lock + 8).next_multiple_of(8);
+    assert_eq!(
+        size_of::<RawCombiningMutex>(),
+        word(size_of::<RawLock<true>>())
+    );
+    assert_eq!(
+        size_of::<RawCombiningMutex<Own>>(),
+        word(size_of::<RawLock<true, Own>>())
+    );
+    assert_eq!(align_of::<RawCombiningMutex>(), 8);
+    if cfg!(not(feature = "stats")) {
+        assert_eq!(size_of::<RawCombiningMutex>(), 16);
+        assert_eq!(size_of::<RawCombiningMutex<Own>>(), 24);
+        assert_eq!(size_of::<CombiningMutex<u64>>(), 24);
+        assert_eq!(size_of::<CombiningMutex<u8>>(), 24);
+        assert_eq!(align_of::<CombiningMutex<u64>>(), 8);
+    }
+}
+
+/// Waits (yielding) until `cond` holds; fails after 10 s.
+fn await_state(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{what} never happened"
+        );
+        thread::yield_now();
+    }
+}
+
+/// A lock binds a queue set only when a `combine` finds it contended, the
+/// set's user count follows the threads queued on it, and once the last of
+/// them has returned the idle lock has given the set back. Again and again
+/// on the same lock, and on many locks in turn (more than the pool holds).
+#[test]
+fn an_idle_lock_gives_its_queue_set_back() {
+    let m = Arc::new(CombiningMutex::new(0u64));
+    assert_eq!(m.combine(|n| *n + 1), 1);
+    assert_eq!(
+        m.queue_set(),
+        None,
+        "an uncontended combine bound a queue set"
+    );
+    for round in 0..4 {
+        let guard = m.lock();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| spawn_queued(&m, |m: &CombiningMutex<u64>| m.combine(|n| *n += 1)))
+            .collect();
+        let (_, users) = m
+            .queue_set()
+            .expect("a contended combine bound no queue set");
+        assert_eq!(
+            users, 3,
+            "round {round}: the set's users are not its waiters"
+        );
+        drop(guard);
+        for w in waiters {
+            w.join().unwrap();
+        }
+        // Every waiter left before its `combine` returned (and the join
+        // orders that before this read).
+        assert_eq!(
+            m.queue_set(),
+            None,
+            "round {round}: the idle lock kept its queue set"
+        );
+    }
+    assert_eq!(*m.lock(), 12);
+    // More locks, each contended once and then idle (kept alive), than the
+    // pool has sets: each gives its set back.
+    let locks: Vec<_> = (0..COMBINING_POOL_SIZE + 8)
+        .map(|_| Arc::new(CombiningMutex::new(0u64)))
+        .collect();
+    for (i, l) in locks.iter().enumerate() {
+        let guard = l.lock();
+        let w = spawn_queued(l, |l: &CombiningMutex<u64>| l.combine(|n| *n += 1));
+        await_state("the waiter's queue set", || l.queue_set().is_some());
+        drop(guard);
+        w.join().unwrap();
+        assert_eq!(l.queue_set(), None, "lock {i} kept its queue set");
+        assert_eq!(*l.lock(), 1);
+    }
 }
