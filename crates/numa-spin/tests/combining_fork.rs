@@ -112,7 +112,30 @@ fn contend_in_child(m: &'static CombiningMutex<u64>) -> bool {
             return false;
         }
     }
-    m.combine(|n| *n) == base + CHILD_ROUNDS * CHILD_THREADS as u64
+    if m.combine(|n| *n) != base + CHILD_ROUNDS * CHILD_THREADS as u64 {
+        eprintln!("a closure was lost or ran twice in the child");
+        return false;
+    }
+    // Every user of the lock's queue set in the child has left (the parent's
+    // threads that counted as users at the fork do not exist here): the idle
+    // lock has given the set back.
+    if let Some(set) = m.queue_set() {
+        eprintln!("the idle lock kept its queue set in the child: {set:?}");
+        return false;
+    }
+    true
+}
+
+/// In a child forked while every thread that combined on a lock had joined
+/// its queue set (none between a claim from the pool and its binding): once
+/// the child's own threads have left, no set of the pool is bound, the one
+/// bound at the fork included. (The child has no other combining lock in use.)
+fn pool_free_in_child() -> bool {
+    let bound = <numa_spin::RawCombiningMutex>::bound_queue_sets();
+    if bound != 0 {
+        eprintln!("{bound} queue sets of the pool stayed bound in the child");
+    }
+    bound == 0
 }
 
 /// Waits for the child `pid`; true if it exited with status 0, otherwise
@@ -156,7 +179,7 @@ fn fork_again_in_child(m: &'static CombiningMutex<u64>) -> bool {
         // SAFETY: a plain libc call.
         unsafe { libc::alarm(10) };
         drop(guard);
-        let ok = contend_in_child(m);
+        let ok = contend_in_child(m) && pool_free_in_child();
         // SAFETY: ends the grandchild at once.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
@@ -202,7 +225,8 @@ fn fork_with_waiters(m: &'static CombiningMutex<u64>, other: &'static CombiningM
             unsafe { libc::alarm(10) };
             // The forking thread held `m` at the fork.
             drop(guard);
-            let mut ok = contend_in_child(m) && other.try_combine(|_| ()).is_none();
+            let mut ok =
+                contend_in_child(m) && pool_free_in_child() && other.try_combine(|_| ()).is_none();
             if round == FORKS - 1 {
                 // A second generation: the child forks while its own threads
                 // combine, and the grandchild must find them gone too.
