@@ -17,26 +17,38 @@
 //! newcomer: it takes the lock only when it finds it free with stealing allowed
 //! (the fast path's attempt, as `try_lock`), so it barges past queued waiters
 //! as every newcomer does, and cannot pass a head that has forbidden stealing.
-//! Past the bound it forbids stealing itself (`NO_STEAL`, the queue head's
-//! mark, set again whenever it finds it lifted) and takes the word whenever it
-//! sees it free, whatever the mark. Newcomers' steals (the fast path,
-//! `try_lock`) then fail, up to one in flight per running thread, and each
-//! release goes to whichever of the threads the mark lets through takes the
-//! free word first: this timed waiter, the queue head (past its own bound or
-//! not: a head takes a free word whatever the mark), other timed waiters past
-//! their bound, an arrival that has seen the word free for the steal bound
-//! (`node::steal_past_absent_head`), and a wait without a queue node
-//! (`node::lock_unqueued`). So its wait is not bounded as a queue head's is:
-//! it lasts the critical sections of the threads that win the releases
-//! ahead of it, and while `lock()` callers keep the queue non-empty a new
-//! queue head races it for every release. A timed waiter
-//! descheduled while it forbids stealing is treated like an absent queue head:
-//! arrivals take a lock they have seen free for the steal bound. It lifts the
-//! mark when it leaves (acquired or timed out) if nobody is queued; a queue
-//! head lifts it when it acquires. Strict FIFO (`steal_bound_ns = 0`) keeps
-//! timed waiters newcomers: they succeed only at a moment when nobody is
-//! queued, since strict FIFO admits no barging. With `steal_bound_ns =
-//! u64::MAX` nobody forbids stealing and a timed waiter can starve.
+//! Past the bound it forbids stealing itself (`NO_STEAL`, set again whenever
+//! it finds it lifted) and takes the word whenever it sees it free, whatever
+//! `NO_STEAL` says, unless a queue head has claimed the release. Newcomers'
+//! steals (the fast path, `try_lock`) then fail, up to one in flight per
+//! running thread.
+//!
+//! A queue head that has waited its own steal bound claims the next release
+//! (`HEAD_CLAIM`, set with `NO_STEAL`, see [`crate::raw_lock`]), and the queue
+//! comes first: a timed waiter that sees the claim leaves the free word to
+//! the head, and takes it only as any arrival may, once it has stayed free
+//! for the steal bound (plus five naps while the head naps) and so shows the
+//! head is off its CPU (`node::steal_past_absent_head`). So timed waiters are
+//! inside the queue head's bound (`RawLock`'s fairness docs): each takes at
+//! most one release after the claim, the one its attempt was in flight for,
+//! plus the releases a head off its CPU leaves.
+//!
+//! What a timed waiter gets in turn: the releases that come while no queue
+//! head claims one (the queue is empty, or its head has waited less than the
+//! steal bound), which it shares with the threads the mark lets through (the
+//! queue head, other timed waiters past their bound, arrivals past an absent
+//! head, waits without a queue node). Beside `lock()` callers that keep the
+//! queue non-empty with critical sections longer than the steal bound, every
+//! release is claimed before it comes, and a timed waiter waits until the
+//! queue drains or its deadline passes: `lock()` callers are served first. A
+//! timed waiter descheduled while it forbids stealing is treated like an
+//! absent queue head: arrivals take a lock they have seen free for the steal
+//! bound. It lifts the mark when it leaves (acquired or timed out) if nobody
+//! is queued; a queue head lifts it when it acquires. Strict FIFO
+//! (`steal_bound_ns = 0`) keeps timed waiters newcomers: they succeed only at
+//! a moment when nobody is queued, since strict FIFO admits no barging. With
+//! `steal_bound_ns = u64::MAX` nobody forbids stealing and a timed waiter can
+//! starve.
 //!
 //! [`Config::spin_budget_ns`]: crate::Config::spin_budget_ns
 
@@ -49,7 +61,7 @@ use crate::config::{Config, Tunables};
 use crate::hq::RawHqLock;
 use crate::raw_lock::RawLock;
 use crate::sync::{AtomicU32, Ordering};
-use crate::word::{NO_STEAL, UNLOCKED};
+use crate::word::{HEAD_CLAIM, NO_STEAL, UNLOCKED};
 
 /// What the timed polling needs of a raw lock: its fast path's single attempt,
 /// its blocking acquisition (for a timeout too large to represent), its lock
@@ -157,7 +169,7 @@ fn poll_until(lock: &impl Poll, expired: impl Fn() -> bool) -> bool {
         if expired() {
             // One last attempt: the lock may have been released while we
             // slept past the deadline.
-            return claim.attempt(lock.locked()) || lock.try_once();
+            return claim.attempt(lock) || lock.try_once();
         }
         wait.snooze();
         if claims && crate::sync::now_ns().saturating_sub(start) >= bound {
@@ -166,7 +178,7 @@ fn poll_until(lock: &impl Poll, expired: impl Fn() -> bool) -> bool {
         // Test-and-test-and-set: read the word before trying the CAS, so
         // polling waiters share the line instead of bouncing it.
         if lock.locked().load(Ordering::Relaxed) == UNLOCKED
-            && (claim.attempt(lock.locked()) || lock.try_once())
+            && (claim.attempt(lock) || lock.try_once())
         {
             return true;
         }
@@ -191,10 +203,28 @@ impl Claim<'_> {
         self.held = true;
     }
 
-    /// With the mark set, takes a free word whatever the mark (ours, or a
-    /// queue head's past its own bound, whom we compete with on equal terms).
-    fn attempt(&self, locked: &AtomicU32) -> bool {
-        self.held && crate::node::take_free_word(locked)
+    /// With the mark set, takes a free word whatever `NO_STEAL` says, unless
+    /// a queue head past its own bound has claimed the release
+    /// (`HEAD_CLAIM`): then the head comes first, and we take the word only
+    /// as an arrival would, once it has stayed free long enough to show the
+    /// head is not running ([`steal_past_absent_head`]).
+    ///
+    /// [`steal_past_absent_head`]: crate::node::steal_past_absent_head
+    fn attempt(&self, lock: &impl Poll) -> bool {
+        if !self.held {
+            return false;
+        }
+        // Relaxed: a fairness hint; the word's CAS acquires. A claim set just
+        // after this load lets this one attempt through: one in flight per
+        // timed waiter, as for any thread that read the flags before the mark.
+        if lock.tail().load(Ordering::Relaxed) & HEAD_CLAIM != 0 {
+            return crate::node::steal_past_absent_head(
+                lock.tail(),
+                lock.locked(),
+                lock.tunables(),
+            );
+        }
+        crate::node::take_free_word(lock.locked())
     }
 }
 

@@ -19,7 +19,13 @@ pub(crate) const NO_STEAL: u32 = 1;
 /// (every access is Relaxed): arrivals that see it spin for the free lock
 /// instead of queueing behind a head that cannot take it.
 pub(crate) const HEAD_ASLEEP: u32 = 2;
-/// Both flag bits of `tail`.
-pub(crate) const TAIL_FLAGS: u32 = NO_STEAL | HEAD_ASLEEP;
+/// `tail` bit 2: the queue head has waited its steal bound and claims the
+/// next release; set together with `NO_STEAL` and lifted with it when the
+/// head acquires. `NO_STEAL` alone may also be a timed waiter's mark
+/// (`crate::timed`); this bit tells a timed waiter that a queue head's claim
+/// comes first. A hint (every access is Relaxed).
+pub(crate) const HEAD_CLAIM: u32 = 4;
+/// The three flag bits of `tail`.
+pub(crate) const TAIL_FLAGS: u32 = NO_STEAL | HEAD_ASLEEP | HEAD_CLAIM;
 /// `tail`: the queue tail's code is `tail >> TAIL_SHIFT`.
-pub(crate) const TAIL_SHIFT: u32 = 2;
+pub(crate) const TAIL_SHIFT: u32 = 3;

@@ -5,7 +5,26 @@
 //! head's spin budget and one nap, plus the critical section in progress and
 //! the hand-off (see `RawLock`'s fairness docs): microseconds to a few
 //! milliseconds here, never seconds, whatever the critical section's length
-//! and the wait policy. Timed waiters (`try_lock_for`) get the same bound.
+//! and the wait policy. The same limits are asserted for a timed waiter
+//! (`try_lock_for`) as the second thread: past its own steal bound it forbids
+//! stealing, so the holder has to queue for each critical section, and the
+//! two race for each release (`numa_spin::timed`'s docs).
+//!
+//! With timed loopers beside `lock()` callers (two of each, 200 us critical
+//! sections, `*_lock_waits_are_bounded_beside_timed_loopers`), a queue head
+//! past its steal bound claims the next release ahead of the timed waiters,
+//! so a `lock()` wait lasts at most a few of their critical sections: the
+//! one in progress and one in flight per timed looper, for each queue head
+//! ahead of the caller and for the caller, plus those that pass a head while
+//! it is off its CPU. The test counts the timed critical sections completed
+//! during each `lock()` wait and, with the default wait policy (`Park`: the
+//! head naps and marks it, so passing it takes a free word for a nap more),
+//! fails a cell whose largest count passes [`MAX_TIMED_PER_WAIT`] in three
+//! runs; when the timed waiters raced the head for every release, a single
+//! `lock()` wait saw 70-259 of them here, and 1-2 since. With `Yield` five
+//! threads on two CPUs keep a yielding head off its CPU for a time slice at
+//! a time, and the counts (10-58 here, before and after) measure the
+//! scheduler: those cells assert the time limits only.
 //!
 //! Prints a report (median and maximum wait per lock, policy, path and
 //! critical section; `cargo test --release --test fairness_bound --
@@ -160,6 +179,128 @@ fn check(name: &str, make: &dyn Fn(&'static Config) -> Box<dyn Lock>) {
         "waits past the bound:\n{}",
         failures.join("\n")
     );
+}
+
+/// Timed loopers and `lock()` callers of the mixed cells, and their critical
+/// section.
+const TIMED_LOOPERS: usize = 2;
+const LOCKERS: usize = 2;
+const MIXED_CS: Duration = Duration::from_micros(200);
+/// Largest number of timed critical sections one `lock()` wait may see: per
+/// queue head (the other locker's and the caller's), the one in progress
+/// and one in flight per timed looper, doubled for a head that misses a
+/// release while it is off its CPU (`steal_past_absent_head`).
+const MAX_TIMED_PER_WAIT: u64 = 2 * LOCKERS as u64 * (1 + TIMED_LOOPERS as u64);
+
+/// One run of the mixed pattern: [`TIMED_LOOPERS`] threads loop
+/// `try_lock_for` / critical section / unlock with no gap, [`LOCKERS`]
+/// threads acquire [`WAITS`] times each with `lock()`, [`GAP`] apart. Returns
+/// the largest number of timed critical sections completed during one
+/// `lock()` wait, and the sorted `lock()` waits.
+fn mixed(lock: &dyn Lock) -> (u64, Vec<Duration>) {
+    use std::sync::atomic::AtomicU64;
+    let stop = AtomicBool::new(false);
+    let timed_done = AtomicU64::new(0);
+    let most = AtomicU64::new(0);
+    let waits = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..TIMED_LOOPERS {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    if lock.try_lock_for(Duration::from_millis(50)) {
+                        busy(MIXED_CS);
+                        timed_done.fetch_add(1, Ordering::Relaxed);
+                        // SAFETY: locked above.
+                        unsafe { lock.unlock() };
+                    }
+                }
+            });
+        }
+        let lockers: Vec<_> = (0..LOCKERS)
+            .map(|_| {
+                s.spawn(|| {
+                    for _ in 0..WAITS {
+                        std::thread::sleep(GAP);
+                        let before = timed_done.load(Ordering::Relaxed);
+                        let t = Instant::now();
+                        lock.lock();
+                        let waited = t.elapsed();
+                        // Read while we hold the lock: no timed critical
+                        // section is in progress.
+                        let seen = timed_done.load(Ordering::Relaxed) - before;
+                        busy(MIXED_CS);
+                        // SAFETY: locked above.
+                        unsafe { lock.unlock() };
+                        most.fetch_max(seen, Ordering::Relaxed);
+                        waits.lock().unwrap().push(waited);
+                    }
+                })
+            })
+            .collect();
+        for l in lockers {
+            l.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let mut waits = waits.into_inner().unwrap();
+    waits.sort();
+    (most.into_inner(), waits)
+}
+
+/// The mixed cells of one lock: both wait policies, up to [`ATTEMPTS`] runs
+/// each (a run fails when a `lock()` wait saw more than
+/// [`MAX_TIMED_PER_WAIT`] timed critical sections, with `Park`, or passed the
+/// time limits of the module docs).
+fn check_mixed(name: &str, make: &dyn Fn(&'static Config) -> Box<dyn Lock>) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    static PARK: Config = Config::DEFAULT.wait_policy(WaitPolicy::Park);
+    static YIELD: Config = Config::DEFAULT.wait_policy(WaitPolicy::Yield);
+    let mut failures = Vec::new();
+    for (policy, cfg) in [(WaitPolicy::Park, &PARK), (WaitPolicy::Yield, &YIELD)] {
+        let mut tries = Vec::new();
+        for _ in 0..ATTEMPTS {
+            let lock = make(cfg);
+            let (most, w) = mixed(&*lock);
+            let (median, max) = (w[w.len() / 2], w[w.len() - 1]);
+            println!(
+                "{name:>6} {policy:?}\tlock beside {TIMED_LOOPERS} timed loopers: median {:>9.1} us, max {:>9.1} us, at most {most} timed critical sections in one wait",
+                median.as_secs_f64() * 1e6,
+                max.as_secs_f64() * 1e6
+            );
+            let counted = policy == WaitPolicy::Park;
+            if (!counted || most <= MAX_TIMED_PER_WAIT) && median <= MAX_MEDIAN && max <= MAX_WAIT
+            {
+                tries.clear();
+                break;
+            }
+            tries.push(format!("{most} timed in one wait, median {median:?}, max {max:?}"));
+        }
+        if !tries.is_empty() {
+            failures.push(format!("{name} {policy:?}: {}", tries.join("; ")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "lock() waits past the bound beside timed loopers:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn cna_lock_waits_are_bounded_beside_timed_loopers() {
+    check_mixed("cna", &|cfg| Box::new(RawLock::<true, _>::with_config(cfg)));
+}
+
+#[test]
+fn queued_lock_waits_are_bounded_beside_timed_loopers() {
+    check_mixed("queued", &|cfg| {
+        Box::new(RawLock::<false, _>::with_config(cfg))
+    });
+}
+
+#[test]
+fn hq_lock_waits_are_bounded_beside_timed_loopers() {
+    check_mixed("hq", &|cfg| Box::new(RawHqLock::with_config(cfg)));
 }
 
 #[test]

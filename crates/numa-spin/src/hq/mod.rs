@@ -133,23 +133,23 @@ use crate::sync::{AtomicU32, Ordering};
 use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_FLAGS, UNLOCKED};
 use switch::Entry;
 
-/// `tail` bit 2: NUMA mode (the word names a [`Meta`](pool::Meta)); clear: plain mode.
-/// (Bits 0 and 1 are the flags `NO_STEAL` and `HEAD_ASLEEP` of
+/// `tail` bit 3: NUMA mode (the word names a [`Meta`](pool::Meta)); clear: plain mode.
+/// (Bits 0 to 2 are the flags `NO_STEAL`, `HEAD_ASLEEP` and `HEAD_CLAIM` of
 /// [`crate::raw_lock`], with the same meaning.)
-const NUMA_MODE: u32 = 4;
+const NUMA_MODE: u32 = 8;
 /// Plain mode: the MCS tail's code is `tail >> CODE_SHIFT` (0 = no queue).
-const CODE_SHIFT: u32 = 3;
-/// Largest queue-node code plain mode can store (29 bits).
+const CODE_SHIFT: u32 = 4;
+/// Largest queue-node code plain mode can store (28 bits).
 const MAX_PLAIN_CODE: u32 = u32::MAX >> CODE_SHIFT;
 /// NUMA mode: the metadata index is `(tail >> META_SHIFT) & META_MASK`.
-const META_SHIFT: u32 = 3;
+const META_SHIFT: u32 = 4;
 /// 10 bits of metadata index.
 const META_MASK: u32 = (1 << 10) - 1;
 /// NUMA mode: the waiter count is `tail >> COUNT_SHIFT`.
-const COUNT_SHIFT: u32 = 13;
+const COUNT_SHIFT: u32 = 14;
 /// One waiter in the count field.
 const COUNT_ONE: u32 = 1 << COUNT_SHIFT;
-/// Most waiters the count field holds (2^19 - 1); more wait without a queue.
+/// Most waiters the count field holds (2^18 - 1); more wait without a queue.
 const COUNT_MAX: u32 = u32::MAX >> COUNT_SHIFT;
 
 /// Queue node `locked` value: you are the local head of your node queue without
@@ -161,7 +161,7 @@ const LOCAL_HEAD: u32 = 4;
 /// carries its state in the word it signals, no hand-off cell.
 const GLOBAL_HEAD: u32 = 8;
 /// Queue node `next` value: the plain queue ended here when the lock switched to
-/// NUMA mode (no waiter will link behind this node); codes fit in 30 bits.
+/// NUMA mode (no waiter will link behind this node); codes fit in 29 bits.
 const END_OF_CHAIN: u32 = u32::MAX;
 /// A plain queue head past the switch threshold that finds the pool exhausted
 /// tries again only every this many hand-offs (a claim scans the pool).
@@ -214,10 +214,11 @@ pub const POOL_SIZE: usize = 256;
 /// | `locked` | all | `UNLOCKED` (0), `LOCKED` (1), `HANDED` (2), as in [`RawLock`](crate::RawLock) |
 /// | `tail` | 0 | `NO_STEAL`: the global head forbids lock stealing |
 /// | `tail` | 1 | `HEAD_ASLEEP`: the global head is not running (a hint for arrivals) |
-/// | `tail` | 2 | mode: 0 = plain queued, 1 = NUMA |
-/// | `tail` | 3..32 | plain mode: code of the MCS tail node, 0 = no waiter |
-/// | `tail` | 3..13 | NUMA mode: index of the bound metadata in the pool |
-/// | `tail` | 13..32 | NUMA mode: waiters between arrival and their last metadata access |
+/// | `tail` | 2 | `HEAD_CLAIM`: the global head has waited its steal bound and claims the next release |
+/// | `tail` | 3 | mode: 0 = plain queued, 1 = NUMA |
+/// | `tail` | 4..32 | plain mode: code of the MCS tail node, 0 = no waiter |
+/// | `tail` | 4..14 | NUMA mode: index of the bound metadata in the pool |
+/// | `tail` | 14..32 | NUMA mode: waiters between arrival and their last metadata access |
 ///
 /// # Fairness
 ///

@@ -25,7 +25,7 @@ impl<T: Tunables> RawHqLock<T> {
     /// Registers the caller in the tail word: joins the bound metadata (count +
     /// 1), or the plain queue, or, if the word is empty, binds metadata from the
     /// pool (plain mode if the pool is exhausted). `None`: no room in the word
-    /// (code above 29 bits, or 2^19 - 1 waiters); wait without a queue.
+    /// (code above 28 bits, or 2^18 - 1 waiters); wait without a queue.
     pub(super) fn enter(&self, me: Me, cfg: &Config) -> Option<Entry> {
         // Initialize our node. Relaxed: published by the Release of the enqueue
         // (the plain tail CAS below, or the node-queue tail swap in NUMA mode)

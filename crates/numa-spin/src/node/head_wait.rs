@@ -19,9 +19,9 @@ use crate::sync::{AtomicU32, Ordering};
 /// mark stays set through the nap, so the lock's next release is the head's
 /// and may wait for the nap's end, unless it stays free for
 /// [`NAPPING_HEAD_PATIENCE_NS`](super::steal::NAPPING_HEAD_PATIENCE_NS) beyond the
-/// bound ([`steal_past_absent_head`](super::steal_past_absent_head)), or a
-/// timed waiter past its own bound (`crate::timed`) or a wait without a queue
-/// node ([`lock_unqueued`](super::lock_unqueued)) takes it. The sleep bounds
+/// bound ([`steal_past_absent_head`](super::steal_past_absent_head), by an
+/// arrival or by a timed waiter past its own bound, `crate::timed`), or a wait
+/// without a queue node ([`lock_unqueued`](super::lock_unqueued)) takes it. The sleep bounds
 /// how long the head itself is away. Measured on
 /// the 2-CPU development machine, `numa-bench run --lock cna --workload
 /// locktorture --threads 2 --hog 1 --virtual-nodes 2`, 5 interleaved repeats:
@@ -38,7 +38,8 @@ pub(crate) const HEAD_NAP_NS: u64 = 20_000;
 ///
 /// - **Bounded stealing** (`NO_STEAL`): once the head has waited
 ///   [`Config::steal_bound_ns`](crate::Config::steal_bound_ns) while the lock
-///   was held, it forbids stealing, and keeps the mark until it holds the lock,
+///   was held, it forbids stealing and claims the next release ahead of timed
+///   waiters (`HEAD_CLAIM`), and keeps both marks until it holds the lock,
 ///   through its naps and yields: past its bound the next release is the
 ///   head's. A head preempted while it spins, or woken late from a nap, leaves
 ///   a free lock behind the mark; arrivals take it once they have seen it free
@@ -98,15 +99,17 @@ impl<'a> HeadWait<'a> {
         }
     }
 
-    /// The lock was seen held: forbid stealing once the steal bound has passed.
+    /// The lock was seen held: forbid stealing once the steal bound has passed,
+    /// and claim the next release ahead of timed waiters (`HEAD_CLAIM`, see
+    /// `crate::timed`).
     pub(crate) fn held(&mut self) {
-        use crate::word::NO_STEAL;
+        use crate::word::{HEAD_CLAIM, NO_STEAL};
         if self.timed
             && !self.forbade
             && crate::sync::now_ns().saturating_sub(self.started) >= self.bound
         {
             // Relaxed: a fairness hint (see `RawLock::try_steal`).
-            self.tail.fetch_or(NO_STEAL, Ordering::Relaxed);
+            self.tail.fetch_or(NO_STEAL | HEAD_CLAIM, Ordering::Relaxed);
             self.forbade = true;
         }
     }
@@ -136,16 +139,17 @@ impl<'a> HeadWait<'a> {
     }
 
     /// We hold the lock: lets stealers in again (until the next head's
-    /// bound) and lifts `HEAD_ASLEEP`, in one read-modify-write. With a finite
+    /// bound), gives up our claim (`HEAD_CLAIM`) and lifts `HEAD_ASLEEP`, in
+    /// one read-modify-write. With a finite
     /// nonzero bound `NO_STEAL` is lifted whoever set it (we, or a timed
     /// waiter that left it behind while we were queued: `crate::timed`); a
     /// timed waiter still waiting sets it again. Strict FIFO keeps it. The
     /// load reads the line of the lock word the caller has just written.
     pub(crate) fn acquired(self) {
-        use crate::word::{HEAD_ASLEEP, NO_STEAL};
+        use crate::word::{HEAD_ASLEEP, HEAD_CLAIM, NO_STEAL};
         let flags = self.tail.load(Ordering::Relaxed);
         let mut lift = if self.forbade || (self.timed && flags & NO_STEAL != 0) {
-            NO_STEAL
+            NO_STEAL | HEAD_CLAIM
         } else {
             0
         };

@@ -1,4 +1,4 @@
-//! Queue nodes: four per thread, in a global registry, named by a 30-bit code.
+//! Queue nodes: four per thread, in a global registry, named by a 29-bit code.
 //!
 //! # Why per-thread nodes in a registry
 //!
@@ -55,7 +55,7 @@
 //! numa-spin lock), not the peak number of simultaneous waiters. A thread whose thread-locals are already destroyed
 //! (a `lock()` from a thread-local destructor) borrows a node from the free list
 //! for that one acquisition and returns it once it holds the lock (its node is in no
-//! queue by then), so it waits in the queue like everyone else. Only if 2^30 - 1
+//! queue by then), so it waits in the queue like everyone else. Only if 2^29 - 1
 //! codes are taken, or the system allocator fails, does `current()` return `None`;
 //! the lock then falls back to waiting without a queue node (see
 //! `lock_unqueued`).

@@ -124,11 +124,11 @@ impl QNode {
 
 /// Nodes in segment 0; segment `k` holds `SEGMENT0 << k` nodes.
 const SEGMENT0: u32 = 32;
-/// Enough segments for every 30-bit code.
+/// Enough segments for every 29-bit code.
 const SEGMENTS: usize = 27;
-/// Largest valid code (the tail word keeps two bits for the flags `NO_STEAL`
-/// and `HEAD_ASLEEP`, see [`crate::raw_lock`]).
-pub(crate) const MAX_CODE: u32 = (1 << 30) - 1;
+/// Largest valid code (the tail word keeps three bits for the flags
+/// `NO_STEAL`, `HEAD_ASLEEP` and `HEAD_CLAIM`, see [`crate::raw_lock`]).
+pub(crate) const MAX_CODE: u32 = (1 << 29) - 1;
 
 /// The process-wide (under loom: per-execution) node registry.
 ///
@@ -165,7 +165,7 @@ type Slot = CachePadded<QNode>;
 
 /// The memory layout of segment `k`.
 fn segment_layout(k: usize) -> Layout {
-    // Cannot fail: at most 2^30 nodes of 128 bytes.
+    // Cannot fail: at most 2^29 nodes of 128 bytes.
     Layout::array::<Slot>((SEGMENT0 as usize) << k).expect("segment size fits isize")
 }
 
@@ -280,7 +280,7 @@ impl Registry {
         }
     }
 
-    /// A fresh or recycled code, or `None` when all 2^30 - 1 codes are taken (or
+    /// A fresh or recycled code, or `None` when all 2^29 - 1 codes are taken (or
     /// the system allocator failed). Lock-free; never calls the global allocator.
     pub(crate) fn alloc(&self) -> Option<u32> {
         if let Some(code) = self.pop_free() {
@@ -516,7 +516,7 @@ impl Me {
 ///   cannot go on until the handler returns, it would never become head;
 ///   without a node it takes the lock word when it is released, as a
 ///   `pthread_mutex` would let it;
-/// - all 2^30 - 1 codes are taken, or the system allocator failed.
+/// - all 2^29 - 1 codes are taken, or the system allocator failed.
 ///
 /// Async-signal-safe when the thread is already in a `lock()` (the case it is
 /// made for: a handler that interrupted a wait): it then reads and writes only

@@ -86,9 +86,10 @@ pub(crate) const NAPPING_HEAD_PATIENCE_NS: u64 = 5 * HEAD_NAP_NS;
 /// section taken past its mark. The mark stays set, so arrivals that see the
 /// word held meanwhile queue, and one that finds it free after the release
 /// must watch it for the patience again, which a running head does not leave
-/// it for; the head shares that release only with timed waiters past their
-/// own bound, which take a free word whatever the mark (`crate::timed`), and
-/// with waits without a queue node ([`lock_unqueued`]). A head that keeps
+/// it for; the head shares that release only with waits without a queue node
+/// ([`lock_unqueued`]). Timed waiters past their own bound (`crate::timed`)
+/// take a release the head has claimed (`HEAD_CLAIM`) only through this
+/// function, as arrivals do. A head that keeps
 /// missing the patience (preempted again, or woken later than five naps)
 /// loses a critical section each time.
 ///
@@ -134,8 +135,8 @@ pub(crate) fn steal_past_absent_head(
 
 /// Takes the lock word if it is free (CAS `UNLOCKED` -> `LOCKED`), whatever
 /// `NO_STEAL` says: for the threads the mark lets through (an arrival that
-/// found the head absent, a timed waiter past its own bound, see
-/// `crate::timed`).
+/// found the head absent, a timed waiter past its own bound while no queue
+/// head claims the release, see `crate::timed`).
 pub(crate) fn take_free_word(locked: &AtomicU32) -> bool {
     use crate::word::{LOCKED, UNLOCKED};
     // Acquire on success: pairs with the Release store of the unlock that
@@ -145,7 +146,7 @@ pub(crate) fn take_free_word(locked: &AtomicU32) -> bool {
         .is_ok()
 }
 
-/// The last-resort wait of a thread that cannot get a queue node (all 2^30 - 1
+/// The last-resort wait of a thread that cannot get a queue node (all 2^29 - 1
 /// codes taken, or the system allocator out of memory), shared by CNA and HQ:
 /// test-and-test-and-set on the lock word `locked` (`UNLOCKED` -> `LOCKED`,
 /// see [`crate::raw_lock`]) with back-off. It ignores `NO_STEAL` (which would
