@@ -99,6 +99,14 @@ fn generation_tag() -> u64 {
 /// binds while it is contended.
 pub(super) struct QueueSet {
     pub(super) queues: [CachePadded<Queue>; COMBINING_QUEUES],
+    /// Under loom: the binding word of the lock the set is bound to (null
+    /// while free), written by the binder before its binding CAS and by the
+    /// last user before the give-back, checked by every joiner: a join
+    /// whose CAS does not order it after the binder's claim (and so after
+    /// the set's earlier bindings) may read an older value, and fails the
+    /// model.
+    #[cfg(numa_loom)]
+    owner: crate::sync::AtomicPtr<Binding>,
 }
 
 impl QueueSet {
@@ -113,7 +121,27 @@ impl QueueSet {
     fn new() -> Self {
         QueueSet {
             queues: core::array::from_fn(|_| CachePadded::new(Queue::new())),
+            owner: crate::sync::AtomicPtr::new(core::ptr::null_mut()),
         }
+    }
+
+    /// Under loom: records the lock the set is bound to (null: none).
+    #[cfg(numa_loom)]
+    fn set_owner(&self, owner: *const Binding) {
+        // Relaxed: published by the binding CAS or the pool's free (see
+        // `owner`); a check, not part of the algorithm.
+        self.owner.store(owner.cast_mut(), Ordering::Relaxed);
+    }
+
+    /// Under loom: checks that a joiner sees the set bound to its lock.
+    #[cfg(numa_loom)]
+    fn assert_owner(&self, index: u32, owner: *const Binding) {
+        // Relaxed: see `owner`; a check, not part of the algorithm.
+        let seen = self.owner.load(Ordering::Relaxed);
+        assert!(
+            core::ptr::eq(seen, owner),
+            "numa-spin: a join of combining queue set {index} does not see its binding"
+        );
     }
 
     /// Under loom: checks that every queue of the set is empty, when the set
@@ -280,6 +308,8 @@ impl Binding {
                     Some(i) => u64::from(i),
                     None => {
                         let i = pool().claim(hint)?;
+                        #[cfg(numa_loom)]
+                        pool().set(i).set_owner(self);
                         spare = Some(i);
                         u64::from(i)
                     }
@@ -300,7 +330,13 @@ impl Binding {
                 Ok(_) => {
                     let index = index as u32;
                     if let Some(s) = spare.filter(|&s| s != index) {
+                        #[cfg(numa_loom)]
+                        pool().set(s).set_owner(core::ptr::null());
                         pool().free(s);
+                    }
+                    #[cfg(numa_loom)]
+                    if spare != Some(index) {
+                        pool().set(index).assert_owner(index, self);
                     }
                     if spare == Some(index) {
                         crate::sync::event(if saw_bound {
@@ -345,6 +381,8 @@ impl Binding {
                 Ok(_) => {
                     if last {
                         crate::sync::event("combine-give-back");
+                        #[cfg(numa_loom)]
+                        pool().set(index).set_owner(core::ptr::null());
                         pool().free(index);
                     }
                     return;
