@@ -194,7 +194,7 @@ impl Pool {
     }
 
     /// Claims a free set, scanning from `hint`; `None` if all are taken.
-    fn claim(&self, hint: usize) -> Option<u32> {
+    pub(super) fn claim(&self, hint: usize) -> Option<u32> {
         let len = self.claimed.len();
         let found = (0..len).map(|i| (hint + i) % len).find_map(|i| {
             // Relaxed load: only skips taken sets cheaply. Acquire CAS on
@@ -215,7 +215,7 @@ impl Pool {
     }
 
     /// Returns set `index` (every queue empty) to the pool.
-    fn free(&self, index: u32) {
+    pub(super) fn free(&self, index: u32) {
         #[cfg(numa_loom)]
         self.set(index).assert_empty(index, "given back");
         // Release: our accesses to the set, and every earlier user's (which
@@ -468,6 +468,7 @@ mod tests {
     /// older fork generation is rebound with one user.
     #[test]
     fn joins_count_users_and_the_last_leave_gives_back() {
+        let _pool = super::super::tests::pool_shared();
         let b = Binding::new();
         assert_eq!(b.snapshot(), None);
         let first = b.join(3).expect("pool exhausted");

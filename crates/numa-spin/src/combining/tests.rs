@@ -16,6 +16,16 @@ use std::time::{Duration, Instant};
 // (scripts/ordering-mutants.py takes this file for crate code, as it takes
 // every file of a directory module by its declaration's cfg.)
 
+/// The pool of queue sets is process-wide: the test that empties it holds
+/// this exclusively, and the tests that need a binding, or that contend and
+/// would give a set back to the emptied pool, hold it shared.
+pub(super) static POOL_TESTS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A share of [`POOL_TESTS`]: the pool is not emptied meanwhile.
+pub(super) fn pool_shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    POOL_TESTS.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The tail of the request queue of node 0 in the bound queue set (null
 /// while none is bound; the tests' threads are on node 0 unless they say
 /// otherwise).
@@ -62,6 +72,7 @@ fn push(m: &CombiningMutex<Vec<usize>>, i: usize) -> Ran {
 
 #[test]
 fn counts_under_oversubscription_on_two_nodes() {
+    let _pool = pool_shared();
     let m = Arc::new(CombiningMutex::new(0u64));
     let threads: Vec<_> = (0..8)
         .map(|i| {
@@ -84,6 +95,7 @@ fn counts_under_oversubscription_on_two_nodes() {
 /// breaks an invariant and restores it, and checks it on entry.
 #[test]
 fn guards_and_closures_exclude_each_other() {
+    let _pool = pool_shared();
     let m = Arc::new(CombiningMutex::new((0u64, 0u64)));
     let threads: Vec<_> = (0..6)
         .map(|i| {
@@ -141,6 +153,7 @@ fn check_batches(out: &[(ThreadId, Ran)]) -> usize {
 /// on combiners, and each result goes back to its own caller.
 #[test]
 fn queued_closures_run_on_the_combiner_in_order() {
+    let _pool = pool_shared();
     let m = Arc::new(CombiningMutex::new(Vec::new()));
     let guard = m.lock();
     let hs: Vec<_> = (1..=6)
@@ -160,6 +173,7 @@ fn queued_closures_run_on_the_combiner_in_order() {
 /// works afterwards.
 #[test]
 fn panic_reaches_its_caller_only() {
+    let _pool = pool_shared();
     // The expected panic (payload 42u32) prints nothing.
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -191,6 +205,7 @@ fn panic_reaches_its_caller_only() {
 /// of its queue combines the rest.
 #[test]
 fn combiner_hands_over_after_a_batch() {
+    let _pool = pool_shared();
     let n = COMBINE_BATCH as usize + 2;
     let m = Arc::new(CombiningMutex::new(Vec::new()));
     let guard = m.lock();
@@ -235,6 +250,7 @@ fn spawn_queued_raw<X: Send + 'static>(
 /// thread (its combiner), and still on the second's object.
 #[test]
 fn each_closure_runs_on_its_own_callers_data() {
+    let _pool = pool_shared();
     let lock = Arc::new(RawCombiningMutex::new());
     lock.raw_lock().acquire();
     let a = spawn_queued_raw(&lock, |l| {
@@ -307,6 +323,7 @@ fn wait_for(flag: &AtomicBool, what: &str) {
 /// handed to it and its closure runs on its own thread.
 #[test]
 fn combiner_waits_for_an_unlinked_successor_without_the_global_lock() {
+    let _pool = pool_shared();
     let m = Arc::new(CombiningMutex::new(Vec::new()));
     let ran = Arc::new(AtomicBool::new(false));
     let guard = m.lock();
@@ -480,6 +497,7 @@ fn lock_inside_own_closure_panics() {
 #[cfg(debug_assertions)]
 #[test]
 fn lock_inside_a_combined_closure_panics_on_its_caller() {
+    let _pool = pool_shared();
     let m = Arc::new(CombiningMutex::new(Vec::new()));
     let guard = m.lock();
     let first = spawn_queued(&m, |m: &CombiningMutex<Vec<usize>>| push(m, 1));
@@ -547,6 +565,7 @@ fn await_state(what: &str, mut cond: impl FnMut() -> bool) {
 /// on the same lock, and on many locks in turn (more than the pool holds).
 #[test]
 fn an_idle_lock_gives_its_queue_set_back() {
+    let _pool = pool_shared();
     let m = Arc::new(CombiningMutex::new(0u64));
     assert_eq!(m.combine(|n| *n + 1), 1);
     assert_eq!(
@@ -593,4 +612,53 @@ fn an_idle_lock_gives_its_queue_set_back() {
         assert_eq!(l.queue_set(), None, "lock {i} kept its queue set");
         assert_eq!(*l.lock(), 1);
     }
+}
+
+/// With every queue set of the pool bound elsewhere, a `combine` that finds
+/// its lock held waits for the global lock and runs its closure itself (no
+/// combiner runs it, no set is bound), and once sets are free again the lock
+/// binds one as before.
+#[test]
+fn a_contended_combine_runs_its_own_closure_when_the_pool_is_empty() {
+    let _pool = POOL_TESTS.write().unwrap_or_else(|e| e.into_inner());
+    let pool = super::pool::pool();
+    let taken: Vec<u32> = std::iter::from_fn(|| pool.claim(0)).collect();
+    assert_eq!(
+        <RawCombiningMutex>::bound_queue_sets(),
+        COMBINING_POOL_SIZE,
+        "the pool was not emptied"
+    );
+    let m = Arc::new(CombiningMutex::new(0u64));
+    let guard = m.lock();
+    let global = || raw(&m).raw_lock().tail_word() & !3;
+    let before = global();
+    let m2 = Arc::clone(&m);
+    let h = thread::spawn(move || {
+        let me = thread::current().id();
+        m2.combine(move |n| {
+            *n += 1;
+            thread::current().id() == me
+        })
+    });
+    await_state("the combine to wait for the global lock", || {
+        global() != before
+    });
+    assert_eq!(m.queue_set(), None, "a set was bound from an empty pool");
+    assert!(tail0(&m).is_null(), "a request was queued");
+    drop(guard);
+    assert!(h.join().unwrap(), "the closure did not run on its caller");
+    for i in taken {
+        pool.free(i);
+    }
+    // Sets are free again: contention binds one.
+    let guard = m.lock();
+    let w = spawn_queued(&m, |m: &CombiningMutex<u64>| m.combine(|n| *n += 1));
+    assert!(
+        m.queue_set().is_some(),
+        "no set bound once the pool had sets"
+    );
+    drop(guard);
+    w.join().unwrap();
+    assert_eq!(m.queue_set(), None);
+    assert_eq!(*m.lock(), 2);
 }
