@@ -105,6 +105,73 @@ pub(crate) fn sleep_ns(ns: u64) {
 
 pub(crate) use futex::{park, unpark_one};
 
+/// Sleeps about `ns` while `word` holds `value`: returns at once if it does
+/// not, and early when [`wake_napper`] is called on `word`. A futex wait with
+/// a timeout on Linux and Android; elsewhere [`sleep_ns`], which nobody
+/// wakes early. Under the model checkers a yield.
+#[inline]
+pub(crate) fn nap_on(word: &AtomicU32, value: u32, ns: u64) {
+    #[cfg(all(not(numa_loom), any(target_os = "linux", target_os = "android")))]
+    {
+        let ts = libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: futex(2) with FUTEX_WAIT reads the aligned u32 at its first
+        // argument (a live atomic we borrow for the call) and compares it with
+        // `value` under the kernel's bucket lock; the timeout is a valid
+        // relative timespec on our stack; the last two arguments are ignored
+        // by FUTEX_WAIT. Any error (EAGAIN: the word changed; ETIMEDOUT;
+        // EINTR) just ends the nap: the caller looks at the word again.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                value,
+                &ts as *const libc::timespec,
+                core::ptr::null::<u32>(),
+                0u32,
+            );
+        }
+    }
+    #[cfg(all(not(numa_loom), not(any(target_os = "linux", target_os = "android"))))]
+    {
+        let _ = (word, value);
+        sleep_ns(ns);
+    }
+    #[cfg(numa_loom)]
+    {
+        let _ = (word, value, ns);
+        model::thread::yield_now();
+    }
+}
+
+/// Wakes one thread napping in [`nap_on`] on `word`, if any. Only the address
+/// is used (FUTEX_WAKE reads no memory), so the word may have been freed by
+/// now, as for [`unpark_one`]. Nothing elsewhere and under the model checkers
+/// (their naps are yields).
+#[inline]
+pub(crate) fn wake_napper(word: *const AtomicU32) {
+    #[cfg(all(not(numa_loom), any(target_os = "linux", target_os = "android")))]
+    // SAFETY: futex(2) with FUTEX_WAKE of a private futex uses the address
+    // only as a key, reads and writes no memory; the other arguments are
+    // ignored by FUTEX_WAKE.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word,
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1u32,
+            core::ptr::null::<libc::timespec>(),
+            core::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+    #[cfg(any(numa_loom, not(any(target_os = "linux", target_os = "android"))))]
+    let _ = word;
+}
+
 /// Park and unpark on a queue node's word, where the OS has a futex-style wait
 /// (`atomic-wait`: futex on Linux, Android and FreeBSD, `__ulock` on Apple
 /// systems, `WaitOnAddress` on Windows): no allocation, no lock, no table.
