@@ -30,7 +30,9 @@
 //! - **Request queue.** Otherwise the caller joins the bound set (binding
 //!   one if none is), builds a request on its own
 //!   stack (its closure, its data pointer, a slot for the result, a status
-//!   word) and appends it to its node's queue with one swap of the queue's
+//!   word; the request and its slot side by side from a 128-byte boundary,
+//!   so a small closure and its result share the request's cache line with
+//!   its link and status word) and appends it to its node's queue with one swap of the queue's
 //!   tail, then links it behind its predecessor. If the queue was empty it is
 //!   its node's combiner; otherwise it waits on its status word (spin, then
 //!   park, the policy of the queue locks: [`Config::wait_policy`](crate::Config)).

@@ -32,8 +32,8 @@ use crate::sync::{AtomicPtr, AtomicU32, Ordering, UnsafeCell};
 /// waits on).
 const WAIT: u32 = crate::node::WAIT;
 
-/// One queued closure, on its submitter's stack.
-#[repr(align(128))]
+/// One queued closure, on its submitter's stack (in a [`Queued`], beside its
+/// slot).
 pub(super) struct Request {
     /// The next request of the same queue; null until the successor links.
     pub(super) next: AtomicPtr<Request>,
@@ -50,8 +50,49 @@ pub(super) struct Request {
     pub(super) data: *mut (),
 }
 
+/// A request and its submitter's slot (the closure, then its result) side by
+/// side, from a 128-byte boundary: a slot of up to 88 bytes (a closure that
+/// captures a few references, a result of a few words) shares the request's
+/// cache line, so the combiner reads the closure and writes the result in the
+/// line it already has for the request's link and status word, and the
+/// waiter that reads its status reads its result with it.
+#[repr(C, align(128))]
+pub(super) struct Queued<S> {
+    pub(super) request: Request,
+    pub(super) slot: UnsafeCell<S>,
+}
+
+impl<S> Queued<S> {
+    /// Runs `f` with a request for the closure in `slot`, to run on `data`
+    /// with `run`, placed beside the slot on this frame; returns the slot
+    /// (once `f` has returned, the request is no longer in use).
+    pub(super) fn with<R>(
+        slot: UnsafeCell<S>,
+        data: *mut (),
+        run: unsafe fn(*const (), *mut ()),
+        f: impl FnOnce(&Request) -> R,
+    ) -> (R, UnsafeCell<S>) {
+        let mut queued = Queued {
+            request: Request {
+                next: AtomicPtr::new(ptr::null_mut()),
+                status: AtomicU32::new(WAIT),
+                run,
+                slot: ptr::null(),
+                data,
+            },
+            slot,
+        };
+        // The request names the slot where it now lies, which does not move
+        // until `f` returns.
+        queued.request.slot = ptr::from_ref(&queued.slot).cast();
+        let r = f(&queued.request);
+        (r, queued.slot)
+    }
+}
+
 impl Request {
     /// A request for the closure in `slot`, to run on `data` with `run`.
+    #[cfg(test)]
     pub(super) fn new<S>(
         slot: &UnsafeCell<S>,
         data: *mut (),

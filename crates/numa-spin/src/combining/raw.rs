@@ -6,7 +6,7 @@ use core::ptr;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use super::pool::{Binding, Joined};
-use super::queue::{Queue, Request, enqueue};
+use super::queue::{Queue, Queued, Request, enqueue};
 use super::{COMBINE_BATCH, COMBINE_BATCH_NS, COMBINING_QUEUES, nesting, reentry};
 use crate::config::{Global, Tunables};
 use crate::raw_lock::RawLock;
@@ -198,10 +198,10 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
             // SAFETY: acquired just above; the caller's contract.
             return unsafe { self.run_held(data, f) };
         }
-        let slot = Slot::<T, F, R>::new(f);
         // SAFETY: forwarded contract; the slot holds an `F` on `T`, which is
         // what `data` points to.
-        unsafe { self.combine_slow(data.cast(), &slot, run_slot::<T, F, R>) };
+        let slot =
+            unsafe { self.combine_slow(data.cast(), Slot::<T, F, R>::new(f), run_slot::<T, F, R>) };
         // SAFETY: our request is done (or we ran it ourselves): nobody else
         // accesses the slot any more, and the combiner's writes happen-before
         // (DONE's Release swap, our Acquire load).
@@ -351,43 +351,46 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     /// # Safety
     ///
     /// As for [`combine`](RawCombiningMutex::combine); `run` runs `slot` on
-    /// `data`.
+    /// `data`. Returns the slot, its closure run.
     #[cold]
     unsafe fn combine_slow<S>(
         &self,
         data: *mut (),
-        slot: &UnsafeCell<S>,
+        slot: UnsafeCell<S>,
         run: unsafe fn(*const (), *mut ()),
-    ) {
+    ) -> UnsafeCell<S> {
         if nesting::is_queued(self.addr()) {
             // A request queued behind our own interrupted one could wait for
             // ever: when that one is (or becomes) its node's combiner, the
             // batch waits until this call returns. The global lock handles
             // an acquisition nested in its own wait (`node::current`).
             // SAFETY: forwarded contract; the slot's closure has not run.
-            unsafe { self.run_unqueued(data, slot, run) };
-            return;
+            unsafe { self.run_unqueued(data, &slot, run) };
+            return slot;
         }
-        nesting::queued(self.addr(), || {
+        nesting::queued(self.addr(), move || {
             let Some(set) = self.join_queues() else {
                 // The pool has no free queue set (at least
                 // `COMBINING_POOL_SIZE` locks are contended): wait for the
                 // global lock as `lock()` does.
                 // SAFETY: forwarded contract; the slot's closure has not run.
-                unsafe { self.run_unqueued(data, slot, run) };
-                return;
+                unsafe { self.run_unqueued(data, &slot, run) };
+                return slot;
             };
             let queue = self.my_queue(&set);
-            let request = Request::new(slot, data, run);
-            let pred = enqueue(queue, &request);
-            // SAFETY: forwarded; `request` was just enqueued on `queue` and
-            // lives on this frame until `serve` returns.
-            unsafe { self.serve(queue, &request, pred) };
+            let ((), slot) = Queued::with(slot, data, run, |request| {
+                let pred = enqueue(queue, request);
+                // SAFETY: forwarded; `request` was just enqueued on `queue`
+                // and lives (beside its slot) until `with` returns, after
+                // `serve`.
+                unsafe { self.serve(queue, request, pred) };
+            });
             // Our last access to the set was in `serve` (our request is done,
             // or our batch closed the queue or handed it on): leave it, which
             // gives it back if we were its last user.
             drop(set);
-        });
+            slot
+        })
     }
 
     /// The rest of a queued request's life: links `request` behind `pred`

@@ -662,3 +662,21 @@ fn a_contended_combine_runs_its_own_closure_when_the_pool_is_empty() {
     assert_eq!(m.queue_set(), None);
     assert_eq!(*m.lock(), 2);
 }
+
+/// A small closure (two captured references) and its result (a `u64`, or
+/// a panic) share the cache line of their request.
+#[test]
+fn a_small_closure_and_its_result_share_the_request_line() {
+    use super::queue::Queued;
+    use core::mem::{align_of, offset_of, size_of_val};
+    let (a, b) = (1u64, 2u64);
+    let (ra, rb) = (&a, &b);
+    let slot: UnsafeCell<Slot<u64, _, u64>> = Slot::new(move |n: &mut u64| *n + *ra + *rb);
+    assert!(
+        offset_of!(Queued<u8>, slot) + size_of_val(&slot) <= 128,
+        "a request and a small slot span {} + {} bytes",
+        offset_of!(Queued<u8>, slot),
+        size_of_val(&slot)
+    );
+    assert_eq!(align_of::<Queued<u8>>(), 128);
+}
