@@ -90,17 +90,11 @@ impl SpinWait {
     }
 
     /// As [`snooze`](SpinWait::snooze), but once the budget is spent sleeps
-    /// about `sleep_ns` instead of yielding, while `word` holds `value`: the
-    /// sleep ends early when the word changes or [`sync::wake_napper`] wakes
-    /// it (a futex wait with a timeout where the OS has one, a plain sleep
-    /// elsewhere). Under loom a yield, as `snooze`.
+    /// `sleep_ns` (a timed sleep: nobody has to wake the caller) instead of
+    /// yielding. Under loom a yield, as `snooze`.
     #[inline]
-    pub(crate) fn nap_on(&mut self, word: &sync::AtomicU32, value: u32, sleep_ns: u64) {
-        if self.left == 0 && !cfg!(numa_loom) {
-            sync::nap_on(word, value, sleep_ns);
-        } else {
-            self.wait(sleep_ns);
-        }
+    pub(crate) fn nap(&mut self, sleep_ns: u64) {
+        self.wait(sleep_ns);
     }
 
     #[inline]
@@ -165,42 +159,10 @@ mod tests {
     #[test]
     fn nap_sleeps_once_the_budget_is_spent() {
         use std::time::{Duration, Instant};
-        let word = sync::AtomicU32::new(1);
         let mut w = SpinWait::new(0);
         let start = Instant::now();
-        w.nap_on(&word, 1, 2_000_000);
+        w.nap(2_000_000);
         assert!(start.elapsed() >= Duration::from_millis(2), "no sleep");
-    }
-
-    /// A nap returns at once when the word does not hold the value, and ends
-    /// when `wake_napper` is called on its word, long before its timeout.
-    #[test]
-    fn nap_ends_when_the_word_differs_or_a_wake_comes() {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::time::{Duration, Instant};
-        let word = sync::AtomicU32::new(1);
-        let start = Instant::now();
-        SpinWait::new(0).nap_on(&word, 2, 60_000_000_000);
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "napped on a word that did not hold the value"
-        );
-        let done = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                SpinWait::new(0).nap_on(&word, 1, 60_000_000_000);
-                done.store(true, Ordering::SeqCst);
-            });
-            // The napper may not be asleep yet: wake until it returns.
-            while !done.load(Ordering::SeqCst) {
-                assert!(
-                    start.elapsed() < Duration::from_secs(30),
-                    "wake_napper did not end a 60 s nap"
-                );
-                sync::wake_napper(&word);
-                std::thread::yield_now();
-            }
-        });
     }
 
     #[test]

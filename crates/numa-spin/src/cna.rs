@@ -209,7 +209,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         let scan =
             NUMA && !flush && (state.sec_head != 0 || node::one_in(cfg.shuffle_reduction.get()));
         let mut found = false;
-        let mut wait = node::HeadWait::start(&self.tail, &self.locked, cfg, "cna-asleep-nap");
+        let mut wait = node::HeadWait::start(&self.tail, cfg, "cna-asleep-nap");
         let handed = loop {
             // Relaxed: this load only picks the CAS to try; each CAS below acquires.
             match self.locked.load(Ordering::Relaxed) {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::Config;
 use crate::node;
-use crate::word::{HEAD_ASLEEP, HEAD_CLAIM, NO_STEAL, TAIL_FLAGS};
+use crate::word::{HEAD_ASLEEP, NO_STEAL, TAIL_FLAGS};
 
 /// A queue lock whose head waits with [`crate::node::HeadWait`], as the tests
 /// see it.
@@ -408,66 +408,6 @@ pub(crate) fn napping_head_past_its_bound_keeps_the_next_release<L: TestLock>() 
     assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
 }
 
-/// A release wakes a queue head that naps past its steal bound (it has
-/// claimed the release, `HEAD_CLAIM`, and naps, `HEAD_ASLEEP`) instead of
-/// leaving the lock free behind the mark until the nap ends: the head here
-/// naps 60 s at a time, and must hold the lock long before that. (It spins
-/// 1 ms before its first nap, so it claims the release, past its 1 us bound,
-/// before it sleeps.)
-pub(crate) fn release_wakes_a_napping_head_past_its_bound<L: TestLock>() {
-    static SPIN_1MS_BOUND_1US: Config = Config::DEFAULT
-        .spin_budget_ns(1_000_000)
-        .steal_bound_ns(1_000);
-    let lock = Arc::new(L::with_test_config(&SPIN_1MS_BOUND_1US));
-    lock.lock();
-    let served = Arc::new(AtomicBool::new(false));
-    let tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
-    let (l, s, t) = (lock.clone(), served.clone(), tid.clone());
-    let head = std::thread::spawn(move || {
-        node::TEST_NAP_NS.with(|n| n.set(60_000_000_000));
-        // SAFETY: gettid has no preconditions.
-        t.store(unsafe { libc::gettid() }, Ordering::SeqCst);
-        l.lock();
-        s.store(true, Ordering::SeqCst);
-        // SAFETY: acquired above.
-        unsafe { l.unlock() };
-    });
-    await_new_tail(&*lock, &[]);
-    let start = Instant::now();
-    let napping = HEAD_CLAIM | HEAD_ASLEEP;
-    // Marked napping past its bound, and asleep in the kernel (state S: a
-    // release before its futex wait would end the nap at once anyway).
-    let stat = format!("/proc/self/task/{}/stat", tid.load(Ordering::SeqCst));
-    let sleeping = || {
-        std::fs::read_to_string(&stat)
-            .ok()
-            .and_then(|st| {
-                st.rsplit(')')
-                    .next()
-                    .map(|r| r.trim_start().starts_with('S'))
-            })
-            .unwrap_or(false)
-    };
-    while lock.tail().load(Ordering::SeqCst) & napping != napping || !sleeping() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the head never napped past its bound"
-        );
-        std::thread::yield_now();
-    }
-    // SAFETY: acquired above.
-    unsafe { lock.unlock() };
-    while !served.load(Ordering::SeqCst) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the release left the head asleep for its 60 s nap"
-        );
-        std::thread::yield_now();
-    }
-    head.join().unwrap();
-    assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
-}
-
 /// One `#[test]` per shared test above, for lock type `$lock`.
 macro_rules! head_tests {
     ($name:ident, $lock:ty) => {
@@ -499,11 +439,6 @@ macro_rules! head_tests {
             #[test]
             fn napping_head_past_its_bound_keeps_the_next_release() {
                 super::napping_head_past_its_bound_keeps_the_next_release::<$lock>();
-            }
-            #[test]
-            #[cfg(target_os = "linux")]
-            fn release_wakes_a_napping_head_past_its_bound() {
-                super::release_wakes_a_napping_head_past_its_bound::<$lock>();
             }
             #[test]
             fn arrival_takes_a_free_lock_past_an_absent_heads_mark() {

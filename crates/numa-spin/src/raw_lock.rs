@@ -80,10 +80,8 @@ use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_SHIFT, UNLOCKED};
 ///
 /// `steal_bound_ns` + the critical sections of the steals in flight when it
 /// forbade (at most one per running thread) + the critical section in progress
-/// + one yield ([`WaitPolicy::Yield`](crate::WaitPolicy)) or, with `Park`,
-///   the wake-up of its nap (a release wakes a head that naps past its
-///   bound; if the release misses the nap's mark, the nap's end: 20 us asked,
-///   about 70 us with Linux's default 50 us timer slack)
+/// + one nap ([`WaitPolicy::Park`](crate::WaitPolicy): 20 us asked, about
+///   70 us with Linux's default 50 us timer slack) or one yield
 ///
 /// plus any time it spends off its CPU (a head descheduled for longer than
 /// `steal_bound_ns` plus five naps lets arrivals take a free lock once, and
@@ -259,13 +257,9 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// the `lock_api` guard of that acquisition. The lock is not tied to a thread.
     #[inline]
     pub unsafe fn release(&self) {
-        // A hint for `wake_napping_head`, read before the store (once the word
-        // is free the lock may be taken, released and freed).
-        let flags = crate::node::release_hint(&self.tail);
         // Release: our critical section happens-before the next acquisition (which
         // reads this value with Acquire, in a CAS or in the head's load).
         self.locked.store(UNLOCKED, Ordering::Release);
-        crate::node::wake_napping_head(flags, &self.locked);
     }
 
     /// Releases the lock and hands it to the longest-waiting thread, if any
@@ -285,12 +279,10 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // we hold the lock nobody else can empty the queue. So a non-zero code means
         // a head exists (or is being told it is head, by a store it will see) and it
         // will see HANDED.
-        let flags = self.tail.load(Ordering::Relaxed);
-        let queued = flags >> TAIL_SHIFT != 0;
+        let queued = self.tail.load(Ordering::Relaxed) >> TAIL_SHIFT != 0;
         // Release: as in `unlock`. The head takes HANDED with an Acquire CAS.
         self.locked
             .store(if queued { HANDED } else { UNLOCKED }, Ordering::Release);
-        crate::node::wake_napping_head(flags, &self.locked);
     }
 
     /// Whether the lock is held (a momentary snapshot).

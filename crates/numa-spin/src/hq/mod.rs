@@ -339,12 +339,8 @@ impl<T: Tunables> RawHqLock<T> {
     /// [`RawLock::release`](crate::RawLock::release)).
     #[inline]
     pub unsafe fn release(&self) {
-        // A hint for `wake_napping_head`, read before the store (once the word
-        // is free the lock may be taken, released and freed).
-        let flags = node::release_hint(&self.tail);
         // Release: our critical section happens-before the next acquisition.
         self.locked.store(UNLOCKED, Ordering::Release);
-        node::wake_napping_head(flags, &self.locked);
     }
 
     /// Releases the lock and hands it to the global head, if anyone waits
@@ -360,12 +356,10 @@ impl<T: Tunables> RawHqLock<T> {
         // so its update happens-before our acquisition and we cannot read a stale
         // "waiters" word. A word with waiters means one of them will become global
         // head and take HANDED.
-        let flags = self.tail.load(Ordering::Relaxed);
-        let queued = flags & !TAIL_FLAGS != 0;
+        let queued = self.tail.load(Ordering::Relaxed) & !TAIL_FLAGS != 0;
         // Release: as in `release`. The head takes HANDED with an Acquire CAS.
         self.locked
             .store(if queued { HANDED } else { UNLOCKED }, Ordering::Release);
-        node::wake_napping_head(flags, &self.locked);
     }
 
     /// Whether the lock is held (a momentary snapshot).
@@ -444,7 +438,7 @@ impl<T: Tunables> RawHqLock<T> {
     /// [`WaitPolicy::Park`](crate::WaitPolicy::Park) naps announced by `HEAD_ASLEEP`, so that arrivals take a free lock
     /// meanwhile instead of queueing behind a head that cannot.
     fn wait_for_lock(&self, cfg: &Config) {
-        let mut wait = node::HeadWait::start(&self.tail, &self.locked, cfg, "hq-asleep-nap");
+        let mut wait = node::HeadWait::start(&self.tail, cfg, "hq-asleep-nap");
         loop {
             // Relaxed: this load only picks the CAS to try; each CAS acquires.
             let cur = self.locked.load(Ordering::Relaxed);

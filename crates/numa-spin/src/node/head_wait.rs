@@ -8,23 +8,21 @@ use crate::sync::{AtomicU32, Ordering};
 /// [`WaitPolicy::Park`], instead of yielding (20 us; with Linux's default timer
 /// slack a sleep lasts about 70 us).
 ///
-/// A timed sleep rather than a park: nobody has to wake the head, so a release
-/// stays one store and a relaxed load. (Paravirt qspinlock parks the head,
-/// `pv_wait_head_or_lock`, and pays with a cmpxchg unlock; here a release that
-/// read the lock word itself before its store cost 15-30% of the throughput of
-/// two threads contending on two CPUs.) The head marks each nap `HEAD_ASLEEP`
-/// and leaves `NO_STEAL` as it is: before its steal bound stealing is allowed
-/// and arrivals take a free lock meanwhile
+/// A timed sleep rather than a park: nobody has to wake the head, so the release
+/// stays one store. (Paravirt qspinlock parks the head, `pv_wait_head_or_lock`,
+/// and pays with a cmpxchg unlock; here a release that reads the lock word
+/// before its store, as a wake-up check needs, cost 15-30% of the throughput
+/// of two threads contending on two CPUs. Tried again with a read of the tail
+/// word before the store and a futex wake of a head napping past its bound:
+/// locktorture at 2 threads, 2 virtual nodes, 32 interleaved half-second
+/// runs, medians fell from 2.80 to 2.18 ops/us for CNA and 2.74 to 2.15 for
+/// HQ, parking_lot's unchanged at 3.1, while at 32 threads, with and without
+/// a CPU hog, the gain was inside the spread of the same runs.) The head marks each nap
+/// `HEAD_ASLEEP` and leaves `NO_STEAL` as it is: before its steal bound
+/// stealing is allowed and arrivals take a free lock meanwhile
 /// ([`steal_while_head_asleep`](super::steal_while_head_asleep)); past it the
-/// mark stays set through the nap, so the lock's next release is the head's.
-/// The nap is a futex wait on the lock word with the nap as its timeout
-/// (elsewhere a sleep), and a release that read the head's claim and its nap
-/// in the tail word before its store wakes it ([`wake_napping_head`]), so the
-/// lock does not stay free behind the mark until the nap ends (which, with
-/// threads queued behind the head on an oversubscribed machine, idled the
-/// lock for up to a nap per hand-off). A release that misses the mark
-/// (the head marked its nap after the releaser's read) leaves the head to its
-/// nap, as before; the lock is also taken when it stays free for
+/// mark stays set through the nap, so the lock's next release is the head's
+/// and may wait for the nap's end, unless it stays free for
 /// [`NAPPING_HEAD_PATIENCE_NS`](super::steal::NAPPING_HEAD_PATIENCE_NS) beyond the
 /// bound ([`steal_past_absent_head`](super::steal_past_absent_head), by an
 /// arrival or by a timed waiter past its own bound, `crate::timed`), or a wait
@@ -37,22 +35,6 @@ use crate::sync::{AtomicU32, Ordering};
 /// CPU's time to the CPU-bound thread and taking it back. Without the hog, and
 /// at 32 threads with it, the three were within the spread.
 pub(crate) const HEAD_NAP_NS: u64 = 20_000;
-
-#[cfg(all(test, not(numa_loom)))]
-std::thread_local! {
-    /// Unit tests: this thread's nap as a queue head, ns ([`HEAD_NAP_NS`]
-    /// unless a test lengthens it to tell a woken nap from one that ended).
-    pub(crate) static TEST_NAP_NS: std::cell::Cell<u64> = const { std::cell::Cell::new(HEAD_NAP_NS) };
-}
-
-/// How long a queue head naps at a time: [`HEAD_NAP_NS`].
-#[inline]
-fn nap_ns() -> u64 {
-    #[cfg(all(test, not(numa_loom)))]
-    return TEST_NAP_NS.with(std::cell::Cell::get);
-    #[cfg(not(all(test, not(numa_loom))))]
-    HEAD_NAP_NS
-}
 
 /// The queue head's wait for the lock word, shared by CNA's (and the queued
 /// lock's) queue head and HQ's global head: everything but the acquisition
@@ -82,17 +64,14 @@ fn nap_ns() -> u64 {
 /// So a head's wait is at most the steal bound, plus the critical sections of
 /// the threads that took the lock before the mark was seen (one per running
 /// thread: each has at most one steal in flight), plus the critical section in
-/// progress, plus one yield or the wake-up of a nap (a release wakes a head
-/// napping past its bound, [`wake_napping_head`]; at worst the nap's end,
-/// about 70 us with Linux's default timer slack), plus any time the head is
-/// off its CPU; see `RawLock`'s fairness docs.
+/// progress, plus one nap (about 70 us with Linux's default timer slack) or
+/// yield, plus any time the head is off its CPU; see `RawLock`'s fairness
+/// docs.
 ///
 /// Every access is Relaxed: both flags are hints; the lock word's CAS carries
 /// the synchronization.
 pub(crate) struct HeadWait<'a> {
     tail: &'a AtomicU32,
-    /// The lock word, which a nap watches ([`wake_napping_head`]).
-    locked: &'a AtomicU32,
     /// `steal_bound_ns`, and whether it is a finite nonzero bound.
     bound: u64,
     timed: bool,
@@ -109,18 +88,12 @@ pub(crate) struct HeadWait<'a> {
 impl<'a> HeadWait<'a> {
     /// Starts the head's wait; we run now, so lifts the mark of the hand-off
     /// that woke us.
-    pub(crate) fn start(
-        tail: &'a AtomicU32,
-        locked: &'a AtomicU32,
-        cfg: &crate::Config,
-        nap_event: &'static str,
-    ) -> Self {
+    pub(crate) fn start(tail: &'a AtomicU32, cfg: &crate::Config, nap_event: &'static str) -> Self {
         let bound = cfg.steal_bound_ns;
         let timed = bound != 0 && bound != u64::MAX;
         lift_head_asleep(tail);
         HeadWait {
             tail,
-            locked,
             bound,
             timed,
             started: if timed { crate::sync::now_ns() } else { 0 },
@@ -160,11 +133,7 @@ impl<'a> HeadWait<'a> {
                 self.tail.fetch_or(HEAD_ASLEEP, Ordering::Relaxed);
                 crate::sync::event(self.nap_event);
             }
-            // The nap ends early when the word is no longer the LOCKED we
-            // saw (released, or handed to us) or when a release wakes us
-            // (`wake_napping_head`: past our bound, where the mark keeps
-            // arrivals from the free word).
-            self.spin.nap_on(self.locked, crate::word::LOCKED, nap_ns());
+            self.spin.nap(HEAD_NAP_NS);
             if hints {
                 // We run again. Relaxed: a hint.
                 self.tail.fetch_and(!HEAD_ASLEEP, Ordering::Relaxed);
@@ -195,40 +164,6 @@ impl<'a> HeadWait<'a> {
         if lift != 0 {
             self.tail.fetch_and(!lift, Ordering::Relaxed);
         }
-    }
-}
-
-/// What a plain release reads of the tail word `tail` for
-/// [`wake_napping_head`], before its store: the word (Relaxed: a hint). Under
-/// the model checkers 0 without a load: their naps are yields and nothing is
-/// woken, and a load on every release would only multiply the schedules a
-/// model explores.
-#[inline]
-pub(crate) fn release_hint(tail: &AtomicU32) -> u32 {
-    #[cfg(not(numa_loom))]
-    return tail.load(Ordering::Relaxed);
-    #[cfg(numa_loom)]
-    {
-        let _ = tail;
-        0
-    }
-}
-
-/// The release's side of a napping head's wait: `flags` is the tail word as
-/// the releasing thread read it *before* its store to the lock word `locked`
-/// (after that store the lock may be taken, released and freed by others, so
-/// nothing of it may be read; only the address is used here). If the queue
-/// head had claimed the release (`HEAD_CLAIM`: past its steal bound, so the
-/// mark keeps arrivals from the free word) and naps (`HEAD_ASLEEP`), wakes it
-/// ([`crate::sync::wake_napper`]) instead of leaving the lock free until its
-/// nap ends: one futex wake, only when such a head naps. A head that marks
-/// its nap after the releaser's read sleeps out its nap, as without the
-/// wake-up; its futex wait returns at once if it sees the free word.
-#[inline]
-pub(crate) fn wake_napping_head(flags: u32, locked: *const AtomicU32) {
-    use crate::word::{HEAD_ASLEEP, HEAD_CLAIM};
-    if flags & (HEAD_ASLEEP | HEAD_CLAIM) == HEAD_ASLEEP | HEAD_CLAIM {
-        crate::sync::wake_napper(locked);
     }
 }
 

@@ -76,9 +76,7 @@ mod steal;
 
 pub(crate) use fork::{generation as fork_generation, live_pred};
 pub(crate) use handoff::{signal, wait_link, wait_signal};
-#[cfg(all(test, not(numa_loom)))]
-pub(crate) use head_wait::TEST_NAP_NS;
-pub(crate) use head_wait::{HeadWait, pass_head_ship, release_hint, wake_napping_head};
+pub(crate) use head_wait::{HeadWait, pass_head_ship};
 pub(crate) use registry::{
     HEAD, HEAD_OWNER, HeadState, Me, PARKED, QNode, WAIT, current, one_in, registry,
 };
