@@ -1404,6 +1404,46 @@ fn combining_hands_over_after_a_batch() {
     );
 }
 
+/// The lock is held by a `lock()` guard (this thread's acquisition) while
+/// two threads on different virtual nodes queue their closures, each on its
+/// own node's request queue, and each, as its queue's combiner, queues for
+/// the lock in CNA. Once the guard is released both closures run, each once
+/// and on its own submitter's thread: a node's queue holds only its node's
+/// requests, and the two batches are ordered by the global lock (loom checks
+/// the log's accesses).
+#[test]
+fn combining_two_node_queues_behind_a_guard() {
+    // Bound 1: the combiners wait in CNA as queue heads (see `model_bounded`).
+    model_bounded(Some(1), || {
+        loom_hooks::reset_loom_enqueues();
+        let shared = CombineShared::new();
+        shared.lock.raw_lock().acquire();
+        let mut handles = Vec::new();
+        for i in 0..2 {
+            let s = shared.clone();
+            handles.push(thread::spawn(move || {
+                loom_hooks::set_loom_node(i as u32);
+                let (ran_on, _) = s.append(i);
+                assert_eq!(
+                    ran_on,
+                    thread::current().id(),
+                    "a closure ran on another node's combiner"
+                );
+            }));
+            // Its request on its node's queue, then itself in CNA.
+            wait_for_enqueues(2 * (i + 1));
+        }
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.raw_lock().release() };
+        for h in handles {
+            h.join().unwrap();
+        }
+        let mut log = shared.log();
+        log.sort_unstable();
+        assert_eq!(log, [0, 1], "a closure was lost or ran twice");
+    });
+}
+
 /// A closure that panics on the combiner: its submitter gets the panic, the
 /// other closures all run, and the lock stays usable.
 #[test]
