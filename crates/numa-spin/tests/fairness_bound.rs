@@ -268,12 +268,13 @@ fn check_mixed(name: &str, make: &dyn Fn(&'static Config) -> Box<dyn Lock>) {
                 max.as_secs_f64() * 1e6
             );
             let counted = policy == WaitPolicy::Park;
-            if (!counted || most <= MAX_TIMED_PER_WAIT) && median <= MAX_MEDIAN && max <= MAX_WAIT
-            {
+            if (!counted || most <= MAX_TIMED_PER_WAIT) && median <= MAX_MEDIAN && max <= MAX_WAIT {
                 tries.clear();
                 break;
             }
-            tries.push(format!("{most} timed in one wait, median {median:?}, max {max:?}"));
+            tries.push(format!(
+                "{most} timed in one wait, median {median:?}, max {max:?}"
+            ));
         }
         if !tries.is_empty() {
             failures.push(format!("{name} {policy:?}: {}", tries.join("; ")));
