@@ -40,7 +40,7 @@ step "self-contained repository: a fresh clone alone in a temporary directory ru
 scripts/clone-check.sh
 
 step "cst-mutex without feature stats (the --all-features run keeps snodes attached for their counters; this one tests giving them back)"
-cargo test --release -p cst-mutex --lib --test alloc
+cargo test --release -p cst-mutex --lib --test alloc --test idle_memory
 
 step "cargo doc (RUSTDOCFLAGS=-D warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude parking_lot --no-deps --all-features
