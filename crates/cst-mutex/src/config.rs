@@ -131,7 +131,26 @@ pub(crate) fn fairness_now() -> u64 {
     {
         crate::sync::logical_now_ns(1_000_000)
     }
-    #[cfg(not(numa_loom))]
+    // On unix, `CLOCK_MONOTONIC` (`Instant`'s clock) needs no epoch: a
+    // `OnceLock` epoch being set by another thread when the process forks
+    // would stay "being set" for ever in the child.
+    #[cfg(all(unix, not(numa_loom)))]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC is
+        // always supported on Linux and the BSDs (a failure leaves 0).
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
+        u64::try_from(ts.tv_sec)
+            .unwrap_or(0)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+            .min(u64::MAX - 1)
+            + 1
+    }
+    #[cfg(all(not(unix), not(numa_loom)))]
     {
         use std::sync::OnceLock;
         use std::time::Instant;

@@ -16,7 +16,9 @@
 //! lock held by a parent thread that does not exist in the child stays held.
 //!
 //! The handler is registered the first time any lock of this crate takes a
-//! slow path: a lock that never did has no waiter state to forget. Until a
+//! slow path: a lock that never did has no waiter state to forget. The
+//! registration is fork-safe itself: a fork while another thread registers
+//! leaves the child able to register (see [`HANDLERS`]). Until a
 //! process has forked, [`generation`] is 0 and every check is one relaxed
 //! load of a read-mostly word on a slow path.
 //!
@@ -113,22 +115,91 @@ pub(crate) fn leave_lot() {
     }
 }
 
+/// Whether this process has the fork handlers: 0 (no), [`REGISTERED`], or
+/// the process ID of the process one of whose threads is registering them.
+/// Not a `std::sync::Once`: a fork while another thread is inside
+/// `call_once` leaves the copy of the `Once` running for ever in the child,
+/// and the child's first slow path would wait on it for ever. A process ID
+/// that is not ours is a parent's: its registering thread does not exist
+/// here, so we register (again: glibc's handler list is copied, so the
+/// handlers may then run twice per fork, which they allow). std atomics:
+/// loom threads cannot fork.
+#[cfg(all(unix, not(numa_loom)))]
+static HANDLERS: AtomicU32 = AtomicU32::new(0);
+/// [`HANDLERS`]: the handlers are registered.
+#[cfg(all(unix, not(numa_loom)))]
+const REGISTERED: u32 = u32::MAX;
+
+#[cfg(all(unix, not(numa_loom)))]
+std::thread_local! {
+    /// Whether this thread is registering the handlers (a signal handler
+    /// that interrupted the registration must not wait for it).
+    static REGISTERING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Registers the fork handlers once (on unix; elsewhere there is no fork).
+/// Returns once a fork by any thread runs them, or at once inside a signal
+/// handler that interrupted this thread's own registration.
 #[inline]
 pub(crate) fn watch() {
     #[cfg(all(unix, not(numa_loom)))]
     {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            // SAFETY: the handlers are `extern "C"` functions that neither
-            // unwind nor call anything but atomics, a thread-local `Cell`
-            // and `sched_yield`. A failed registration (ENOMEM) leaves the
-            // locks as they were before fork support: nothing else depends
-            // on it.
-            unsafe {
-                libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
+        // Acquire: pairs with the Release store of `REGISTERED` (see
+        // `register`).
+        if HANDLERS.load(Ordering::Acquire) != REGISTERED {
+            register();
+        }
+    }
+}
+
+#[cfg(all(unix, not(numa_loom)))]
+#[cold]
+fn register() {
+    loop {
+        // Acquire: as in `watch`.
+        let seen = HANDLERS.load(Ordering::Acquire);
+        if seen == REGISTERED {
+            return;
+        }
+        // SAFETY: `getpid` has no preconditions and cannot fail.
+        let me = unsafe { libc::getpid() }.cast_unsigned();
+        if seen == me {
+            // Another thread of this process registers; `pthread_atfork`
+            // waits at most for a fork under way. In a child, `getpid`
+            // differs and the loop takes over instead of waiting.
+            if REGISTERING.try_with(std::cell::Cell::get).unwrap_or(false) {
+                return;
             }
-        });
+            // SAFETY: `sched_yield` has no preconditions.
+            unsafe { libc::sched_yield() };
+            continue;
+        }
+        // Relaxed: the claim publishes nothing; one location decides who
+        // registers in this process.
+        if HANDLERS
+            .compare_exchange(seen, me, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            continue;
+        }
+        let _ = REGISTERING.try_with(|r| r.set(true));
+        #[cfg(feature = "test-hooks")]
+        crate::test_hooks::in_fork_registration();
+        // SAFETY: the handlers are `extern "C"` functions that neither
+        // unwind nor call anything but atomics, a thread-local `Cell` and
+        // `sched_yield`, and may run twice per fork (see `HANDLERS`). A
+        // failed registration (ENOMEM) leaves the locks as they were before
+        // fork support: nothing else depends on it.
+        unsafe {
+            libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
+        }
+        let _ = REGISTERING.try_with(|r| r.set(false));
+        // Release: the registration (glibc's list, under glibc's own lock)
+        // happens-before every `watch` that returns on seeing this, so a
+        // lock state created after that `watch` is in the memory of a fork
+        // that runs the handlers.
+        HANDLERS.store(REGISTERED, Ordering::Release);
+        return;
     }
 }
 

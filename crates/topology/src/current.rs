@@ -6,6 +6,12 @@
 //! replaced by [`set_virtual_layout`]. Maps are leaked on replacement so the
 //! fast path can read them without reference counting; each is a few KB and
 //! replacements are rare (tests, benchmark set-up).
+//!
+//! Nothing here waits for another thread (no `OnceLock`): a thread that
+//! finds a value not yet built builds it itself, and the first one published
+//! wins ([`publish_once`]). A `OnceLock` being initialized by another thread
+//! when the process forks stays "being initialized" for ever in the child,
+//! whose first lookup (a lock's slow path) would then hang.
 
 use crate::cpu_source::CpuSource;
 use crate::error::TopologyError;
@@ -13,8 +19,7 @@ use crate::topology::Topology;
 use crate::virtual_layout::VirtualLayout;
 use std::cell::Cell;
 use std::ptr;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 
 thread_local! {
     static THREAD_NODE: Cell<Option<usize>> = const { Cell::new(None) };
@@ -34,8 +39,38 @@ struct NodeMap {
 
 static MAP: AtomicPtr<NodeMap> = AtomicPtr::new(ptr::null_mut());
 
-/// The machine's topology and, when it could not be read, why.
-static MACHINE: OnceLock<(Topology, Option<String>)> = OnceLock::new();
+/// The machine's topology and, when it could not be read, why (null until
+/// read; see [`publish_once`]).
+static MACHINE: AtomicPtr<(Topology, Option<String>)> = AtomicPtr::new(ptr::null_mut());
+
+/// The value in `slot`, built with `build` and published if there is none
+/// yet. Never waits: racing callers each build one, the first published is
+/// kept, the others are dropped. Published values are never freed.
+fn publish_once<T>(slot: &'static AtomicPtr<T>, build: impl FnOnce() -> T) -> &'static T {
+    // Acquire: pairs with the publishing CAS's Release (in its AcqRel), so
+    // the value's contents are visible.
+    let seen = slot.load(Ordering::Acquire);
+    if !seen.is_null() {
+        // SAFETY: non-null pointers in `slot` come from `Box::into_raw`
+        // below and are never freed.
+        return unsafe { &*seen };
+    }
+    let new = Box::into_raw(Box::new(build()));
+    // AcqRel: Release publishes our value; Acquire (also on failure) sees
+    // the contents of a value published first.
+    match slot.compare_exchange(ptr::null_mut(), new, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: `new` came from `Box::into_raw` and is now published; it
+        // is never freed.
+        Ok(_) => unsafe { &*new },
+        Err(existing) => {
+            // SAFETY: `new` came from `Box::into_raw` above and was never
+            // published, so this is its only owner.
+            drop(unsafe { Box::from_raw(new) });
+            // SAFETY: as for `seen` above.
+            unsafe { &*existing }
+        }
+    }
+}
 
 impl NodeMap {
     fn new(topology: Topology, machine: bool) -> Self {
@@ -120,8 +155,17 @@ fn tsc_aux_sample() -> Option<(usize, u32)> {
 /// them (`setup_getcpu()`). A hypervisor or OS that puts something else
 /// there fails this, and `sched_getcpu` is used instead. Checked once.
 fn tsc_aux_is_linux() -> bool {
-    static CHECK: OnceLock<bool> = OnceLock::new();
-    *CHECK.get_or_init(|| tsc_aux_sample().is_some_and(|(cpu, aux)| (aux & 0xfff) as usize == cpu))
+    /// 0: not checked yet, 1: no, 2: yes. Racing first callers each check.
+    static CHECK: AtomicU8 = AtomicU8::new(0);
+    // Relaxed: the value is the whole message.
+    match CHECK.load(Ordering::Relaxed) {
+        0 => {
+            let linux = tsc_aux_sample().is_some_and(|(cpu, aux)| (aux & 0xfff) as usize == cpu);
+            CHECK.store(1 + u8::from(linux), Ordering::Relaxed);
+            linux
+        }
+        v => v == 2,
+    }
 }
 
 /// Whether `TSC_AUX >> 12` is the node of the current CPU in `table` (the
@@ -133,7 +177,7 @@ fn tsc_aux_node_matches(table: &[u32]) -> bool {
 }
 
 fn machine() -> &'static (Topology, Option<String>) {
-    MACHINE.get_or_init(|| match Topology::system() {
+    publish_once(&MACHINE, || match Topology::system() {
         Ok(t) => (t, None),
         Err(e) => {
             let cpus = crate::sysfs::online_cpus_or_count();
@@ -146,13 +190,20 @@ fn machine() -> &'static (Topology, Option<String>) {
 }
 
 fn warn_once(message: &str) {
-    static WARNED: OnceLock<()> = OnceLock::new();
-    WARNED.get_or_init(|| {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    // Relaxed: only elects the one caller that logs.
+    if !WARNED.swap(true, Ordering::Relaxed) {
         log::warn!(target: "numa_topology", "{message}");
-    });
+    }
 }
 
-static FALLBACK: OnceLock<String> = OnceLock::new();
+/// Why the map is a fallback (see [`fallback_reason`]); null if it is not.
+static FALLBACK: AtomicPtr<String> = AtomicPtr::new(ptr::null_mut());
+
+/// Records `msg` as the fallback reason, unless one is recorded.
+fn set_fallback(msg: String) {
+    let _ = publish_once(&FALLBACK, || msg);
+}
 
 #[cold]
 #[inline(never)]
@@ -163,33 +214,20 @@ fn init_map() -> &'static NodeMap {
         Ok(None) => None,
         Err(e) => {
             let msg = format!("{e}; ignoring it");
-            let _ = FALLBACK.set(msg.clone());
             warn_once(&msg);
+            set_fallback(msg);
             None
         }
     };
     let map = map.unwrap_or_else(|| {
         if let Some(problem) = machine_problem {
             let msg = format!("{problem}; working as if the machine had one NUMA node");
-            let _ = FALLBACK.set(msg.clone());
             warn_once(&msg);
+            set_fallback(msg);
         }
         NodeMap::new(machine_topology.clone(), machine_problem.is_none())
     });
-    let new = Box::into_raw(Box::new(map));
-    match MAP.compare_exchange(ptr::null_mut(), new, Ordering::AcqRel, Ordering::Acquire) {
-        // SAFETY: `new` came from Box::into_raw and is now published; it is
-        // never freed.
-        Ok(_) => unsafe { &*new },
-        Err(existing) => {
-            // SAFETY: `new` came from Box::into_raw above and was never
-            // published, so this is its only owner.
-            drop(unsafe { Box::from_raw(new) });
-            // SAFETY: non-null pointers in MAP come from Box::into_raw and
-            // are never freed.
-            unsafe { &*existing }
-        }
-    }
+    publish_once(&MAP, || map)
 }
 
 fn virtual_map(layout: &VirtualLayout, machine: &Topology) -> Option<NodeMap> {
@@ -325,7 +363,11 @@ pub fn machine_topology() -> &'static Topology {
 /// `None` when the topology was read normally.
 pub fn fallback_reason() -> Option<&'static str> {
     let _ = map();
-    FALLBACK.get().map(String::as_str)
+    // Acquire: pairs with `publish_once`'s Release.
+    let p = FALLBACK.load(Ordering::Acquire);
+    // SAFETY: non-null pointers in FALLBACK come from `publish_once`, which
+    // never frees them.
+    (!p.is_null()).then(|| unsafe { &*p }.as_str())
 }
 
 /// The CPU source [`current_cpu`] uses, and whether [`current_node`] reads

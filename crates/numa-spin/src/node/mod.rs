@@ -107,15 +107,13 @@ pub(crate) use steal::{
 ///
 /// The `pthread_atfork` registration ([`fork::register`]) allocates too.
 ///
-/// The clock's epoch ([`crate::sync::now_ns`]) and the spin calibration
-/// ([`crate::backoff::ns_per_spin`]) are lazily initialized too, though
-/// neither allocates nor logs; they are initialized here as well, so that
-/// the queued wait only reads them.
+/// The spin calibration ([`crate::backoff::ns_per_spin`]) is lazily
+/// initialized too, though it neither allocates nor logs; it is initialized
+/// here as well, so that the queued wait only reads it.
 #[inline]
 pub(crate) fn before_enqueue() -> u32 {
     fork::register();
     crate::backoff::ns_per_spin();
-    crate::sync::start_clock();
     crate::sync::current_node()
 }
 
