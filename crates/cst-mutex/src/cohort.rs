@@ -537,17 +537,14 @@ impl Cohort {
 
     /// Forgets the waiters of a parent process (the caller holds the lock
     /// in the child of a fork, see `fork.rs`): their queue entries, their
-    /// registrations and parked counts in the word and the snodes, and
-    /// their entries in the parking lot's queues of this lock (unparking a
-    /// thread that does not exist only removes its entry). Readers' holds
-    /// are kept, as glibc keeps a lock's state across fork.
+    /// registrations and parked counts in the word and the snodes. (Their
+    /// records in the parking lot were taken out when the child started:
+    /// `fork::Parked`.)
+    /// Readers' holds are kept, as glibc keeps a lock's state across fork.
     #[cold]
     fn forget_parent_waiters(&self) {
         let g = fork::generation();
         for sn in self.snodes.iter() {
-            // SAFETY: the key is an snode of this lock (a key this crate
-            // controls); the callback touches nothing.
-            unsafe { sync::unpark_all_with(sn.park_key(), |_| TOKEN_NORMAL) };
             let h = &sn.hot;
             // Relaxed: we hold the lock, and no thread of this process uses
             // the snode's waiting state: the child's waiters keep out of
@@ -561,8 +558,6 @@ impl Cohort {
             h.users.store(0, Ordering::Relaxed);
             sn.generation.store(g, Ordering::Relaxed);
         }
-        // SAFETY: this lock's requeue key; the callback touches nothing.
-        unsafe { sync::unpark_all_with(self.requeue_key(), |_| TOKEN_NORMAL) };
         // Relaxed: we hold the lock; the release that follows publishes.
         let mut s = self.state.load(Ordering::Relaxed);
         loop {

@@ -38,6 +38,20 @@
 //! locks its bucket again to leave the queue, outside the gate (the parking
 //! lot gives no hook before it). Other users of `parking_lot_core` in the
 //! process (the `parking_lot` crate) are not gated.
+//!
+//! # The parent's sleepers in the child
+//!
+//! The child's copy of the parking lot still queues the records of the
+//! parent threads that slept in it. Each record lives in its thread's
+//! thread-local storage, at the top of its stack, and glibc hands those
+//! stacks to the child's new threads: a new thread's record then *is* a
+//! queued ghost's, and its first park links it into a bucket a second time
+//! (a cycle, or a lost sleeper), while an unpark of a ghost's key picks the
+//! ghost instead of the child's thread that sleeps on the same address (a
+//! queue node on the reused stack). So every thread records the keys it
+//! sleeps on in a process-wide table ([`Parked`]), and the child handler,
+//! before the child has a second thread, unparks every recorded key: the
+//! parking lot takes the ghosts' records out of its queues.
 
 #[cfg(all(unix, not(numa_loom)))]
 use std::sync::atomic::AtomicUsize;
@@ -186,8 +200,9 @@ fn register() {
         #[cfg(feature = "test-hooks")]
         crate::test_hooks::in_fork_registration();
         // SAFETY: the handlers are `extern "C"` functions that neither
-        // unwind nor call anything but atomics, a thread-local `Cell` and
-        // `sched_yield`, and may run twice per fork (see `HANDLERS`). A
+        // unwind nor call anything but atomics, a thread-local `Cell`,
+        // `sched_yield` and (the child's) `parking_lot_core::unpark_all`,
+        // and may run twice per fork (see `HANDLERS`). A
         // failed registration (ENOMEM) leaves the locks as they were before
         // fork support: nothing else depends on it.
         unsafe {
@@ -229,10 +244,122 @@ extern "C" fn parent() {
     LOT_USERS.fetch_and(!FORKING, Ordering::Release);
 }
 
+/// The records of [`Parked`]: the keys of the threads that sleep in the
+/// parking lot through this crate (`key` 0: a free slot).
+#[cfg(all(unix, not(numa_loom)))]
+struct ParkedSlot {
+    key: AtomicUsize,
+    requeue_to: AtomicUsize,
+}
+
+/// Slots of [`PARKED`]: a thread that finds none free in its [`PROBES`]
+/// sleeps unrecorded (module docs: its record may then be a ghost in the
+/// child of a fork). More sleepers than this at once are far beyond the
+/// threads a process runs.
+#[cfg(all(unix, not(numa_loom)))]
+const PARKED_SLOTS: usize = 4096;
+/// Slots a thread tries, from the one its key hashes to.
+#[cfg(all(unix, not(numa_loom)))]
+const PROBES: usize = 64;
+
+#[cfg(all(unix, not(numa_loom)))]
+static PARKED: [ParkedSlot; PARKED_SLOTS] = [const {
+    ParkedSlot {
+        key: AtomicUsize::new(0),
+        requeue_to: AtomicUsize::new(0),
+    }
+}; PARKED_SLOTS];
+
+/// A thread's record of the keys it sleeps on (module docs, "The parent's
+/// sleepers in the child"), from before the parking lot can queue it until
+/// after it no longer does; dropping it frees the slot.
+pub(crate) struct Parked {
+    /// The slot's index + 1; 0: unrecorded.
+    #[cfg(all(unix, not(numa_loom)))]
+    slot: usize,
+}
+
+impl Parked {
+    /// Records that this thread is about to park on `key`, and may be moved
+    /// to `requeue_to` (0: never) while it sleeps.
+    #[inline]
+    pub(crate) fn record(key: usize, requeue_to: usize) -> Parked {
+        #[cfg(all(unix, not(numa_loom)))]
+        {
+            // Keys are addresses: drop the alignment bits, spread the rest.
+            let start = (key >> 4).wrapping_mul(0x9E37_79B9) % PARKED_SLOTS;
+            for i in 0..PROBES {
+                let slot = (start + i) % PARKED_SLOTS;
+                let s = &PARKED[slot];
+                // Relaxed: the slot is claimed by this one location; the
+                // records are read only by the child handler, after the
+                // prepare handler's Acquire of our `leave_lot` Release,
+                // which follows these stores (or by no one).
+                if s.key.load(Ordering::Relaxed) == 0
+                    && s.key
+                        .compare_exchange(0, key, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    // Relaxed: as above.
+                    s.requeue_to.store(requeue_to, Ordering::Relaxed);
+                    return Parked { slot: slot + 1 };
+                }
+            }
+            Parked { slot: 0 }
+        }
+        #[cfg(not(all(unix, not(numa_loom))))]
+        {
+            let _ = (key, requeue_to);
+            Parked {}
+        }
+    }
+}
+
+impl Drop for Parked {
+    #[inline]
+    fn drop(&mut self) {
+        #[cfg(all(unix, not(numa_loom)))]
+        if self.slot != 0 {
+            let s = &PARKED[self.slot - 1];
+            // Relaxed: a child that still sees the record only unparks a
+            // key nobody of the child sleeps on yet.
+            s.requeue_to.store(0, Ordering::Relaxed);
+            s.key.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// In the child, before it has a second thread: takes the records of the
+/// parent's sleepers out of the parking lot (module docs).
+#[cfg(all(unix, not(numa_loom)))]
+fn forget_parent_sleepers() {
+    for s in &PARKED {
+        // Relaxed: the child has one thread.
+        let key = s.key.load(Ordering::Relaxed);
+        if key == 0 {
+            continue;
+        }
+        let requeue_to = s.requeue_to.load(Ordering::Relaxed);
+        s.key.store(0, Ordering::Relaxed);
+        s.requeue_to.store(0, Ordering::Relaxed);
+        for k in [key, requeue_to] {
+            if k != 0 {
+                // SAFETY: recorded keys are keys of this crate; the parking
+                // lot's buckets are unlocked (the prepare handler waited for
+                // every thread inside them, module docs), and unparking a
+                // thread that does not exist only wakes a futex nobody
+                // waits on after taking its record out of the queue.
+                unsafe { parking_lot_core::unpark_all(k, parking_lot_core::DEFAULT_UNPARK_TOKEN) };
+            }
+        }
+    }
+}
+
 #[cfg(all(unix, not(numa_loom)))]
 extern "C" fn child() {
     // Relaxed: the child has one thread now.
     GENERATION.fetch_add(1, Ordering::Relaxed);
+    forget_parent_sleepers();
     // Release: opens the gate; only this thread's own entries remain.
     LOT_USERS.store(own_entries(), Ordering::Release);
 }

@@ -134,14 +134,16 @@ impl RawCondvar {
             }
         };
         // SAFETY:
-        // - the key is this condvar's address, which this crate controls;
+        // - the key is this condvar's address, and the requeue key the
+        //   mutex's (where a notify moves us), both keys this crate controls;
         // - `validate` and `on_timeout` only touch atomics and locals: no
         //   unwinding, no parking-lot calls;
         // - `before_sleep` unlocks the mutex, which may call `unpark_one` (allowed)
         //   but never parks or unwinds.
         let r = unsafe {
-            sync::park(
+            sync::park_requeueable(
                 self.key(),
+                mutex.cohort.requeue_key(),
                 validate,
                 before_sleep,
                 on_timeout,

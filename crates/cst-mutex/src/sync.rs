@@ -87,6 +87,29 @@ pub(crate) unsafe fn park(
     token: ParkToken,
     timeout: Option<Instant>,
 ) -> ParkResult {
+    // SAFETY: forwarded contract.
+    unsafe { park_requeueable(key, 0, validate, before_sleep, timed_out, token, timeout) }
+}
+
+/// [`park`] for a waiter that [`unpark_requeue`] may move to `requeue_to`
+/// (a condvar's waiter, moved onto its mutex's requeue key; 0: none). Both
+/// keys go into the thread's record of where it sleeps, which the child of
+/// a fork uses to take the records of the parent's sleeping threads out of
+/// the parking lot (see `fork::Parked`).
+///
+/// # Safety
+///
+/// As for [`park`]; `requeue_to` is 0 or a key this crate controls.
+#[inline]
+pub(crate) unsafe fn park_requeueable(
+    key: usize,
+    requeue_to: usize,
+    validate: impl FnOnce() -> bool,
+    before_sleep: impl FnOnce(),
+    timed_out: impl FnOnce(usize, bool),
+    token: ParkToken,
+    timeout: Option<Instant>,
+) -> ParkResult {
     #[cfg(not(numa_loom))]
     {
         // A park nested in another park of this thread (a signal handler
@@ -104,6 +127,9 @@ pub(crate) unsafe fn park(
             std::thread::yield_now();
             return ParkResult::Invalid;
         }
+        // Recorded before the parking lot can queue us, until after it no
+        // longer does (see `fork::Parked`).
+        let _parked = crate::fork::Parked::record(key, requeue_to);
         // Inside the fork gate until the parking lot has unlocked our
         // bucket: `before_sleep` runs after that (see `fork.rs`).
         crate::fork::enter_lot();
@@ -125,7 +151,7 @@ pub(crate) unsafe fn park(
     }
     #[cfg(numa_loom)]
     {
-        let _ = token;
+        let _ = (token, requeue_to);
         loom_impl::park(key, validate, before_sleep, timed_out, timeout.is_some())
     }
 }

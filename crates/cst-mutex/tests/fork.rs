@@ -218,3 +218,63 @@ fn fork_while_others_park_in_the_parking_lot() {
         assert_exited_ok(status, &format!("round {round}"));
     }
 }
+
+/// A parent thread asleep in the parking lot at the fork (a condvar waiter)
+/// leaves no record in the child's copy of the lot. Such a record lives in
+/// the sleeping thread's thread-local storage, on its stack, which glibc
+/// hands to the child's next thread: left queued, it is the new thread's own
+/// record, linked in a bucket that the new thread does not know of, and an
+/// unpark of its key may pick it instead of a child's thread sleeping on the
+/// same address. The child counts what the lot still holds for the
+/// condvar's key (its address) before it starts a thread.
+#[test]
+fn parent_sleepers_leave_no_record_in_the_child() {
+    let _one = one_at_a_time();
+    // The condvar's parking-lot key is its raw condvar's address, which is
+    // the condvar's (`lock_api::Condvar` holds only the raw one).
+    assert_eq!(
+        std::mem::size_of::<cst_mutex::Condvar>(),
+        std::mem::size_of::<cst_mutex::RawCondvar>()
+    );
+    let pair = Arc::new((Mutex::new((false, false)), cst_mutex::Condvar::new()));
+    let waiter = {
+        let pair = pair.clone();
+        thread::spawn(move || {
+            let (m, cv) = &*pair;
+            let mut g = m.lock();
+            g.0 = true; // waiting
+            while !g.1 {
+                cv.wait(&mut g);
+            }
+        })
+    };
+    // The waiter released the mutex only from inside the wait, after the
+    // parking lot queued it: once we hold the mutex and see it waiting, it
+    // sleeps in the lot (or was woken spuriously and sleeps again; its
+    // record is in the lot whenever it does not hold the mutex).
+    let g = loop {
+        let g = pair.0.lock();
+        if g.0 {
+            break g;
+        }
+        drop(g);
+        thread::yield_now();
+    };
+    let key = &pair.1 as *const cst_mutex::Condvar as usize;
+    let status = in_child(|| {
+        // SAFETY: a key of cst-mutex's, which only unparks (nothing of the
+        // child sleeps on it); the lot's buckets are unlocked in the child.
+        let left =
+            unsafe { parking_lot_core::unpark_all(key, parking_lot_core::DEFAULT_UNPARK_TOKEN) };
+        assert_eq!(
+            left, 0,
+            "the parent's condvar waiter is still queued in the child's parking lot"
+        );
+    });
+    let mut g = g;
+    g.1 = true;
+    drop(g);
+    pair.1.notify_all();
+    waiter.join().unwrap();
+    assert_exited_ok(status, "the child's parking lot");
+}
