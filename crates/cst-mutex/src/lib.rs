@@ -169,10 +169,16 @@
 //!   waited for it in the parent: a `pthread_atfork` child handler advances
 //!   a fork generation, and the first thread of the child that holds a lock
 //!   whose snodes are of an older generation forgets the parent's waiters
-//!   (their queue entries, registrations, parked counts and parking-lot
-//!   entries) before it hands the lock on; until then the child's waiters
-//!   wait on the word alone. As with glibc, a lock held by a parent thread
-//!   that does not exist in the child stays held, and read holds are kept.
+//!   (their queue entries, registrations and parked counts) before it hands
+//!   the lock on; until then the child's waiters wait on the word alone.
+//!   The parent threads that slept in the parking lot are taken out of the
+//!   child's copy of it by the child handler, before the child has a second
+//!   thread (their records live on their stacks, which the child's new
+//!   threads reuse). The handlers are registered on the first slow path of
+//!   the process, in a way that a fork during that registration does not
+//!   leave half done in the child. As with glibc, a lock held by a parent
+//!   thread that does not exist in the child stays held, and read holds are
+//!   kept.
 //! * **signal handlers**: an acquisition made while the same thread waits
 //!   for another lock (a handler that interrupts the wait) works, nested
 //!   any number of levels: a queued wait keeps its queue node on the stack,
