@@ -122,7 +122,7 @@ pub(crate) fn fairness_period_ns() -> u64 {
     FAIRNESS_NS.load(StdOrdering::Relaxed)
 }
 
-/// The fairness clock: ns since a process epoch, + 1 (0 means "no period
+/// The fairness clock: monotonic ns (`numa_topology::monotonic_ns`), + 1 (0 means "no period
 /// started"). Read by the unlocker *before* it takes a parking-lot queue lock,
 /// so no clock read runs under a queue lock. Under loom: a per-thread logical
 /// clock advancing 1 ms per read, so the models reach the fairness handoff.
@@ -131,32 +131,10 @@ pub(crate) fn fairness_now() -> u64 {
     {
         crate::sync::logical_now_ns(1_000_000)
     }
-    // On unix, `CLOCK_MONOTONIC` (`Instant`'s clock) needs no epoch: a
-    // `OnceLock` epoch being set by another thread when the process forks
-    // would stay "being set" for ever in the child.
-    #[cfg(all(unix, not(numa_loom)))]
+    // Fork-safe: no epoch to initialize (see `numa_topology::monotonic_ns`).
+    #[cfg(not(numa_loom))]
     {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC is
-        // always supported on Linux and the BSDs (a failure leaves 0).
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-        u64::try_from(ts.tv_sec)
-            .unwrap_or(0)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
-            .min(u64::MAX - 1)
-            + 1
-    }
-    #[cfg(all(not(unix), not(numa_loom)))]
-    {
-        use std::sync::OnceLock;
-        use std::time::Instant;
-        static EPOCH: OnceLock<Instant> = OnceLock::new();
-        u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
-            + 1
+        numa_topology::monotonic_ns().min(u64::MAX - 1) + 1
     }
 }
 

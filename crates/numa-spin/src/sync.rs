@@ -234,34 +234,12 @@ pub(crate) fn current_node() -> u32 {
     u32::try_from(numa_topology::current_node()).unwrap_or(u32::MAX)
 }
 
-/// Monotonic time in ns: `CLOCK_MONOTONIC` (`Instant`'s clock) on unix,
-/// which needs no epoch. A lazily set epoch (a `OnceLock`) would hang the
-/// child of a fork that came while another thread was setting it: the copy
-/// stays "being set" for ever. Elsewhere, ns since the first call.
+/// Monotonic time in ns ([`numa_topology::monotonic_ns`]: fork-safe, no
+/// epoch to initialize).
 #[cfg(not(numa_loom))]
 #[inline]
 pub(crate) fn now_ns() -> u64 {
-    #[cfg(unix)]
-    {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC is
-        // always supported on Linux and the BSDs (a failure leaves 0).
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-        // u64 ns covers 584 years of uptime; saturate beyond.
-        u64::try_from(ts.tv_sec)
-            .unwrap_or(0)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
-    }
-    #[cfg(not(unix))]
-    {
-        static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        let epoch = *EPOCH.get_or_init(std::time::Instant::now);
-        u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
+    numa_topology::monotonic_ns()
 }
 
 /// How far the loom logical clock advances per read, in (logical) ns.

@@ -85,6 +85,7 @@
 #![warn(missing_docs)]
 
 mod bind;
+mod clock;
 mod cpu_source;
 mod cpulist;
 mod current;
@@ -97,6 +98,7 @@ mod topology;
 mod virtual_layout;
 
 pub use bind::bind_current_thread_to_node;
+pub use clock::monotonic_ns;
 pub use cpu_source::CpuSource;
 pub use cpulist::{format_cpu_list, parse_cpu_list};
 pub use current::{
