@@ -253,11 +253,19 @@ fn snodes_are_lazy_and_reused() {
         }
     });
     // An rwlock keeps its snodes (readers count on them outside the lock)
-    // until it is dropped; they come from the pool and go back to it.
+    // until it is dropped; they come from the pool and go back to it. Threads
+    // of one node that race to attach its snode each take one (`list.rs`,
+    // `SnodeList::lookup`) and the losers give theirs back, so while the pool
+    // runs short each of the 8 threads may allocate one: the most snodes that
+    // exist at once are those attached plus one per racing thread.
     // SAFETY: only reads the snode count.
     let n = unsafe { l.raw() }.snode_count();
     assert!(n <= 2, "{n} snodes for 2 nodes");
-    assert!(live() <= pooled + n as isize);
+    assert!(
+        live() <= pooled + 8,
+        "{} snodes allocated for an rwlock contended by 8 threads, {pooled} pooled before",
+        live()
+    );
     let before = live();
     drop(l);
     assert_eq!(live(), before, "snodes are kept for reuse, never freed");
