@@ -7,8 +7,11 @@
 //!
 //! * Fast path: CAS `LOCKED_BIT` in; unlock CASes it out when nothing else
 //!   is set (for the mutex: the word is exactly `LOCKED_BIT`).
-//! * Untimed slow path ([`crate::queue`]): the waiter gets (allocates on
-//!   first use) the snode of its node and joins the snode's queue. Only the
+//! * Untimed slow path ([`crate::queue`]): after one yield (and, if the
+//!   yield showed the CPU shared with other threads, parking_lot's
+//!   spin-and-yield wait, [`Cohort::shared_cpu_spin`]) the waiter gets
+//!   (allocates on first use) the snode of its node and joins the snode's
+//!   queue. Only the
 //!   queue's head waits for the lock; it registers in the snode and in the
 //!   word's head count, so unlocks take the slow path and can hand it the lock
 //!   with one swap (a *grant*). The others spin on their own queue node, then
@@ -75,6 +78,18 @@ pub(crate) const REQUEUE_NODE: usize = usize::MAX - 1;
 /// a few short critical sections.
 #[cfg(not(numa_loom))]
 const PENDING_ROUNDS: u32 = 6;
+
+/// How an arrival's first wait ([`Cohort::shared_cpu_spin`]) ended.
+#[cfg_attr(numa_loom, allow(dead_code))]
+enum SharedCpu {
+    /// It holds the lock.
+    Acquired,
+    /// Its CPU is shared with other threads and it waited as parking_lot's
+    /// waiters do: it queues now.
+    Shared,
+    /// Its yield returned at once: it has a CPU to itself.
+    Own,
+}
 
 /// What [`Cohort::grant_own_in_batch`] did.
 enum OwnGrant {
@@ -277,16 +292,24 @@ impl Cohort {
         if deadline.is_none() && crate::spin::budget_allows_queueing() {
             // One look first: a lock that is free (a spurious failure of the
             // fast path's weak CAS) is taken without allocating an snode.
-            // Then the pending spin, only while nobody is queued or parked
-            // (a spin before the queue whatever the waiters let arrivals
-            // take most releases from woken waiters: on 2 CPUs with 32
-            // threads their waits grew from a few to 50-80 milliseconds).
+            // Then one yield, and on a shared CPU parking_lot's wait
+            // (`shared_cpu_spin`); on a CPU of its own the pending spin, only
+            // while nobody is queued or parked (a spin before the queue
+            // whatever the waiters let arrivals take most releases from
+            // woken waiters: on 2 CPUs with 32 threads their waits grew from
+            // a few to 50-80 milliseconds).
             if self.try_lock() {
                 return Some(node);
             }
-            if self.pending_spin() {
-                count!(acquired());
-                return Some(node);
+            match self.shared_cpu_spin() {
+                SharedCpu::Acquired => return Some(node),
+                SharedCpu::Shared => {}
+                SharedCpu::Own => {
+                    if self.pending_spin() {
+                        count!(acquired());
+                        return Some(node);
+                    }
+                }
             }
             // Pinned: the snode stays this lock's until we drop the pin (the
             // queued wait drops it when it acquires; the other ways out below).
@@ -427,6 +450,54 @@ impl Cohort {
                     sync::spin_loop();
                 }
             }
+        }
+    }
+
+    /// The first wait of an arrival that found the lock held: one yield,
+    /// and if that yield ran another thread for a time slice (or a waiter
+    /// saw that lately, [`crate::spin::cpus_contended`]), parking_lot's
+    /// schedule ([`SPIN_ROUNDS`](crate::spin::SPIN_ROUNDS) rounds: pauses,
+    /// then yields), taking the word whenever it is free.
+    ///
+    /// A queue serves its waiters in order, and on a CPU that other threads
+    /// share a queued waiter is often not running when its turn comes: it
+    /// sleeps until head-ship while running threads take the lock, and a
+    /// sleeping waiter leaves its share of the CPU to the other threads
+    /// (which may not want the lock at all). A waiter that yields and
+    /// retries instead gets the lock the next time it runs while the lock
+    /// is free, and the yield runs a holder that was preempted on this CPU.
+    /// Where every thread has a CPU the yield returns at once and the
+    /// waiter goes on to the pending spin and the queue, so CST's queue and
+    /// batches are what a machine with enough CPUs sees; a forced CPU count
+    /// ([`config::set_cpus`]) skips the yield, as it skips every other sign
+    /// of shared CPUs. Not under loom (the models queue at once).
+    #[inline]
+    fn shared_cpu_spin(&self) -> SharedCpu {
+        #[cfg(numa_loom)]
+        {
+            SharedCpu::Own
+        }
+        #[cfg(not(numa_loom))]
+        {
+            if config::cpus_forced() {
+                return SharedCpu::Own;
+            }
+            if !crate::spin::cpus_contended() {
+                let slow = crate::spin::timed_yield();
+                if self.try_lock() {
+                    return SharedCpu::Acquired;
+                }
+                if !slow {
+                    return SharedCpu::Own;
+                }
+            }
+            for round in 1..=spin_rounds() {
+                spin_round(round);
+                if self.try_lock() {
+                    return SharedCpu::Acquired;
+                }
+            }
+            SharedCpu::Shared
         }
     }
 

@@ -80,7 +80,7 @@ pub fn batch_bound() -> u32 {
 }
 
 /// The batch bound an unlock applies: [`batch_bound`], or under loom the
-/// bound the calling loom thread set with `__set_loom_batch_bound` (the
+/// bound the calling loom thread set with `loom_hooks::set_batch_bound` (the
 /// process-wide value is a std static that models running in parallel in one
 /// test process would share).
 #[inline]

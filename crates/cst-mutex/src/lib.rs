@@ -41,9 +41,15 @@
 //!   that node contends; a mutex gives its snodes back to a process-wide pool
 //!   when its contention ends, so an idle mutex is two words and holds no
 //!   heap memory (an rwlock keeps its snodes until it is dropped);
-//! * **spin, then park**: the first waiter of a lock that nobody else waits
-//!   for spins on the word for up to 63 pauses (qspinlock's pending waiter);
-//!   every other untimed waiter that finds the lock held queues. Queued
+//! * **spin, then park**: an untimed waiter that finds the lock held yields
+//!   once. If that yield ran another thread for a time slice (its CPU is
+//!   shared: more threads than CPUs, a CPU-bound neighbour, a preempted
+//!   vCPU), it waits as parking_lot's waiters do (3 pause rounds, 7 yields,
+//!   taking the word whenever it is free) before it queues; a queued waiter
+//!   on a shared CPU would sleep until its turn while running threads take
+//!   the lock. Otherwise the first waiter of a lock that nobody else waits
+//!   for spins on the word for up to 63 pauses (qspinlock's pending waiter),
+//!   and every other one queues. Queued
 //!   waiters and a head with waiters behind it spin 127 pauses; then, on an
 //!   oversubscribed lock (more waiters than [`cpus`], or CPUs seen taken by
 //!   other threads: a yield that lasted a time slice), they yield for up to
@@ -370,91 +376,78 @@ pub use rwlock::{
 #[cfg(feature = "stats")]
 pub use stats::{Stats, ThreadCounts, reset_thread_counts, thread_counts};
 
-/// Test hook for the loom models: sets the NUMA node the calling loom thread
-/// reports (loom threads share one OS thread, so `numa_topology`'s
-/// thread-local cannot tell them apart). Not part of the API.
+/// Hooks for this crate's loom and shuttle models (`tests/loom.rs`,
+/// `tests/shuttle.rs`). They exist only in a build with `--cfg numa_loom`,
+/// which builds the crate against loom; they are not part of the API.
 #[cfg(numa_loom)]
 #[doc(hidden)]
-pub fn __set_loom_node(node: usize) {
-    sync::set_loom_node(node);
-}
+pub mod loom_hooks {
+    use crate::sync;
 
-/// Test hook for the loom models: sets how many spin rounds the calling loom
-/// thread makes before parking (default 0). Not part of the API.
-#[cfg(numa_loom)]
-#[doc(hidden)]
-pub fn __set_loom_spin_rounds(rounds: u32) {
-    sync::set_loom_spin_rounds(rounds);
-}
+    /// Sets the NUMA node the calling loom thread
+    /// reports (loom threads share one OS thread, so `numa_topology`'s
+    /// thread-local cannot tell them apart).
+    pub fn set_node(node: usize) {
+        sync::set_loom_node(node);
+    }
 
-/// Test hook for the loom models: sets the batch bound the calling loom
-/// thread applies when it unlocks (at least 1; 0 means the process-wide
-/// [`batch_bound`]). Not part of the API.
-#[cfg(numa_loom)]
-#[doc(hidden)]
-pub fn __set_loom_batch_bound(bound: u32) {
-    sync::set_loom_batch_bound(bound);
-}
+    /// Sets how many spin rounds the calling loom
+    /// thread makes before parking (default 0).
+    pub fn set_spin_rounds(rounds: u32) {
+        sync::set_loom_spin_rounds(rounds);
+    }
 
-/// Test hook for the loom models: the calling loom thread's unlocks treat
-/// the lock as having more waiters than CPUs (they pass over a queue head
-/// that has not run since head-ship). Not part of the API.
-#[cfg(numa_loom)]
-#[doc(hidden)]
-pub fn __set_loom_oversubscribed(on: bool) {
-    sync::set_loom_oversubscribed(on);
-}
+    /// Sets the batch bound the calling loom
+    /// thread applies when it unlocks (at least 1; 0 means the process-wide
+    /// [`batch_bound`](crate::batch_bound)).
+    pub fn set_batch_bound(bound: u32) {
+        sync::set_loom_batch_bound(bound);
+    }
 
-/// Test hook for the loom models: makes every fairness check of the calling
-/// loom thread's unlocks due (so its wake-ups hand the lock off), or stops
-/// that. Not part of the API.
-#[cfg(numa_loom)]
-#[doc(hidden)]
-pub fn __set_loom_fairness_due(due: bool) {
-    sync::set_loom_fairness_due(due);
-}
+    /// Makes the calling loom thread's unlocks treat
+    /// the lock as having more waiters than CPUs (they pass over a queue head
+    /// that has not run since head-ship).
+    pub fn set_oversubscribed(on: bool) {
+        sync::set_loom_oversubscribed(on);
+    }
 
-/// Test hook for the loom models: whether the calling loom thread's last
-/// slow acquisition was a grant to a queue head that inherited its node's
-/// registration from its predecessor. Not part of the API.
-#[cfg(numa_loom)]
-#[doc(hidden)]
-pub fn __loom_inherited() -> bool {
-    sync::loom_inherited()
-}
+    /// Makes every fairness check of the calling
+    /// loom thread's unlocks due (so its wake-ups hand the lock off), or stops
+    /// that.
+    pub fn set_fairness_due(due: bool) {
+        sync::set_loom_fairness_due(due);
+    }
 
-/// Test hook for the loom models: whether an unlock by the calling loom
-/// thread passed over a queue head that had not run since head-ship. Not
-/// part of the API.
-#[cfg(numa_loom)]
-#[doc(hidden)]
-pub fn __loom_passed_sleeper() -> bool {
-    sync::loom_passed()
-}
+    /// Whether the calling loom thread's last
+    /// slow acquisition was a grant to a queue head that inherited its node's
+    /// registration from its predecessor.
+    pub fn inherited() -> bool {
+        sync::loom_inherited()
+    }
 
-/// Test hook for the loom models: whether the calling loom thread's last
-/// slow mutex acquisition was a handoff. Not part of the API.
-#[cfg(numa_loom)]
-#[doc(hidden)]
-pub fn __loom_handed() -> bool {
-    sync::loom_handed()
-}
+    /// Whether an unlock by the calling loom
+    /// thread passed over a queue head that had not run since head-ship.
+    pub fn passed_sleeper() -> bool {
+        sync::loom_passed()
+    }
 
-/// Test hook for the loom models: whether the calling loom thread's last
-/// slow mutex acquisition parked on its snode-queue node. Not part of the API.
-#[cfg(numa_loom)]
-#[doc(hidden)]
-pub fn __loom_queue_parked() -> bool {
-    sync::loom_queue_parked()
-}
+    /// Whether the calling loom thread's last
+    /// slow mutex acquisition was a handoff.
+    pub fn handed() -> bool {
+        sync::loom_handed()
+    }
 
-/// Test hook for the loom models: whether the calling loom thread's last
-/// slow mutex acquisition went to park on its snode's parking queue. Not
-/// part of the API.
-#[cfg(numa_loom)]
-#[doc(hidden)]
-pub fn __loom_lot_parked() -> bool {
-    sync::loom_lot_parked()
+    /// Whether the calling loom thread's last
+    /// slow mutex acquisition parked on its snode-queue node.
+    pub fn queue_parked() -> bool {
+        sync::loom_queue_parked()
+    }
+
+    /// Whether the calling loom thread's last
+    /// slow mutex acquisition went to park on its snode's parking queue.
+    pub fn lot_parked() -> bool {
+        sync::loom_lot_parked()
+    }
 }
 
 #[cfg(all(test, not(numa_loom)))]

@@ -88,7 +88,7 @@ const QUEUE_PAUSE_ROUNDS: u32 = 7;
 const YIELD_PHASE: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// A waiter's spin budget: pauses, then yields for [`YIELD_PHASE`]; under
-/// loom, the loom thread's spin rounds (`__set_loom_spin_rounds`), each a
+/// loom, the loom thread's spin rounds (`loom_hooks::set_spin_rounds`), each a
 /// yield.
 pub(crate) struct Spin {
     round: u32,
@@ -223,13 +223,15 @@ pub(crate) fn cpus_contended() -> bool {
     }
 }
 
-/// Yields, and notes a slow yield for [`cpus_contended`].
+/// Yields, and notes a slow yield for [`cpus_contended`]. Returns whether
+/// it was slow: another thread ran on this CPU for a time slice meanwhile.
 #[cfg(not(numa_loom))]
-fn timed_yield() {
+pub(crate) fn timed_yield() -> bool {
     let start = ticks();
     sync::yield_now();
     let end = ticks();
-    if end.saturating_sub(start) >= SLOW_YIELD_TICKS {
+    let slow = end.saturating_sub(start) >= SLOW_YIELD_TICKS;
+    if slow {
         // Relaxed: a hint (see `cpus_contended`). Written only when it
         // moves forward by a good part of its span, so the line is not
         // written at every slow yield.
@@ -239,6 +241,7 @@ fn timed_yield() {
             c.store(until, std::sync::atomic::Ordering::Relaxed);
         }
     }
+    slow
 }
 
 /// The least yields of a waiter on a lock that is not oversubscribed,

@@ -10,11 +10,8 @@
 //! `LOOM_MAX_PREEMPTIONS` instead (see `model_deep`).
 #![cfg(numa_loom)]
 
-use cst_mutex::{
-    __loom_handed, __loom_inherited, __loom_lot_parked, __loom_passed_sleeper, __loom_queue_parked,
-    __set_loom_batch_bound, __set_loom_fairness_due, __set_loom_node, __set_loom_oversubscribed,
-    __set_loom_spin_rounds, MutexGuardState, RawCondvar, RawMutex, RawRwLock,
-};
+use cst_mutex::loom_hooks as hooks;
+use cst_mutex::{MutexGuardState, RawCondvar, RawMutex, RawRwLock};
 use lock_api::{RawCondvar as _, RawCondvarTimed as _};
 use lock_api::{
     RawMutex as _, RawMutexFair as _, RawMutexTimed as _, RawRwLock as _, RawRwLockDowngrade as _,
@@ -123,7 +120,7 @@ fn mutex_exclusion() {
         let t = {
             let m = m.clone();
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 let g = m.lock();
                 // SAFETY: only reads a counter.
                 if unsafe { m.raw() }.parked_waiters() == 1 {
@@ -132,7 +129,7 @@ fn mutex_exclusion() {
                 bump(&g);
             })
         };
-        __set_loom_node(0);
+        hooks::set_node(0);
         {
             let g = m.lock();
             // SAFETY: only reads a counter.
@@ -160,16 +157,16 @@ fn mutex_exclusion_with_spinner() {
     model(|| {
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
-        __set_loom_node(0);
+        hooks::set_node(0);
         let g = m.lock();
         let t = {
             let (m, cell) = (m.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(1);
-                __set_loom_spin_rounds(1);
+                hooks::set_node(1);
+                hooks::set_spin_rounds(1);
                 let g = m.lock();
                 let slow = !fast_state(&g);
-                let parked = slow && (__loom_lot_parked() || __loom_queue_parked());
+                let parked = slow && (hooks::lot_parked() || hooks::queue_parked());
                 bump(&cell);
                 // SAFETY: our acquisition.
                 unsafe { m.unlock(g) };
@@ -219,12 +216,12 @@ fn no_lost_wakeup() {
     static PARKED: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(mutex(0u32));
-        __set_loom_node(0);
+        hooks::set_node(0);
         let g = m.lock();
         let t = {
             let m = m.clone();
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 *m.lock() += 1;
             })
         };
@@ -253,12 +250,12 @@ fn timeout_racing_handoff() {
     static HANDED: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(RawMutex::new());
-        __set_loom_node(0);
+        hooks::set_node(0);
         let g = m.lock();
         let t = {
             let m = m.clone();
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 // Far deadline: under loom the park may time out at any point.
                 if let Some(g) = m.try_lock_for(Duration::from_secs(3600)) {
                     let slow = !fast_state(&g);
@@ -311,7 +308,7 @@ fn condvar_notify_racing_wait() {
         let t = {
             let pair = pair.clone();
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 let g = pair.0.lock();
                 pair.2.store(true, Relaxed);
                 // SAFETY: we hold the mutex with state `g`.
@@ -319,7 +316,7 @@ fn condvar_notify_racing_wait() {
                 pair.1.notify_one()
             })
         };
-        __set_loom_node(0);
+        hooks::set_node(0);
         let mut g = pair.0.lock();
         let mut waited = false;
         while !pair.2.load(Relaxed) {
@@ -356,7 +353,7 @@ fn condvar_notify_all_requeues() {
             .map(|node| {
                 let pair = pair.clone();
                 thread::spawn(move || {
-                    __set_loom_node(node);
+                    hooks::set_node(node);
                     let mut g = pair.0.lock();
                     while !pair.2.load(Relaxed) {
                         // SAFETY: we hold `pair.0` with state `g`.
@@ -367,7 +364,7 @@ fn condvar_notify_all_requeues() {
                 })
             })
             .collect();
-        __set_loom_node(1);
+        hooks::set_node(1);
         let g = pair.0.lock();
         pair.2.store(true, Relaxed);
         let n = pair.1.notify_all();
@@ -403,7 +400,7 @@ fn rwlock_reader_writer_exclusion() {
         let t = {
             let l = l.clone();
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 let writer_in = l.is_locked_exclusive();
                 let g = l.read();
                 INSIDE.store(1, StdOrdering::Relaxed);
@@ -414,7 +411,7 @@ fn rwlock_reader_writer_exclusion() {
                 (writer_in, v)
             })
         };
-        __set_loom_node(0);
+        hooks::set_node(0);
         // Lets the reader in first at no preemption.
         thread::yield_now();
         let reader_in = INSIDE.load(StdOrdering::Relaxed) != 0;
@@ -461,7 +458,7 @@ fn rwlock_node_reader_vs_writer() {
             .map(|node| {
                 let (l, cell) = (l.clone(), cell.clone());
                 thread::spawn(move || {
-                    __set_loom_node(node);
+                    hooks::set_node(node);
                     let g = l.lock_shared();
                     let on_node = on_node_counter(&g);
                     let v = get(&cell);
@@ -474,7 +471,7 @@ fn rwlock_node_reader_vs_writer() {
                 })
             })
             .collect();
-        __set_loom_node(0);
+        hooks::set_node(0);
         let w = l.lock_exclusive();
         set(&cell, 1);
         // SAFETY: our exclusive acquisition.
@@ -512,7 +509,7 @@ fn rwlock_upgrade_downgrade() {
         let t = {
             let (l, cell) = (l.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 let g = l.lock_shared();
                 INSIDE.store(1, StdOrdering::Relaxed);
                 let v = get(&cell);
@@ -524,7 +521,7 @@ fn rwlock_upgrade_downgrade() {
                 v
             })
         };
-        __set_loom_node(0);
+        hooks::set_node(0);
         let up = l.lock_upgradable();
         let drained = INSIDE.load(StdOrdering::Relaxed) != 0;
         // SAFETY: `up` is our upgradable acquisition.
@@ -576,7 +573,7 @@ fn rwlock_recursive_read_joins_a_downgrading_writer() {
         let t = {
             let (l, cell) = (l.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 loop {
                     if let Some(g) = l.try_lock_shared_recursive() {
                         let writer_waits = l.try_lock_shared().map(|g2| {
@@ -600,7 +597,7 @@ fn rwlock_recursive_read_joins_a_downgrading_writer() {
                 }
             })
         };
-        __set_loom_node(0);
+        hooks::set_node(0);
         let w = l.lock_exclusive();
         set(&cell, 1);
         // SAFETY: `w` is our exclusive acquisition.
@@ -632,13 +629,13 @@ fn snode_allocation_race() {
     static BOTH_PARKED: StdCounter = StdCounter::new(0);
     model_bounded(1, || {
         let m = Arc::new(mutex(0u32));
-        __set_loom_node(1);
+        hooks::set_node(1);
         let g = m.lock();
         let ts: Vec<_> = (0..2)
             .map(|_| {
                 let m = m.clone();
                 thread::spawn(move || {
-                    __set_loom_node(0);
+                    hooks::set_node(0);
                     *m.lock() += 1;
                 })
             })
@@ -679,12 +676,12 @@ fn snodes_go_back_when_contention_ends() {
     model(|| {
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
-        __set_loom_node(0);
+        hooks::set_node(0);
         let g = m.lock();
         let spawn = |node: usize| {
             let (m, cell) = (m.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(node);
+                hooks::set_node(node);
                 let g = m.lock();
                 let slow = !fast_state(&g);
                 bump(&cell);
@@ -726,11 +723,11 @@ fn drop_lock_with_snodes() {
     model(|| {
         let m = Arc::new(RawMutex::new());
         let cv = Arc::new(RawCondvar::new());
-        __set_loom_node(0);
+        hooks::set_node(0);
         let t = {
             let (m, cv) = (m.clone(), cv.clone());
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 let mut g = m.lock();
                 // SAFETY: we hold `m` with `g`.
                 unsafe { cv.wait_until(&m, &mut g, &Instant::now()) };
@@ -767,12 +764,12 @@ fn timed_waiter_leaving_does_not_strand_parked_waiter() {
     static LEFT_BESIDE_Q: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(RawMutex::new());
-        __set_loom_node(0);
+        hooks::set_node(0);
         let g = m.lock();
         let q = {
             let m = m.clone();
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 let g = m.lock();
                 // SAFETY: we hold the lock with state `g`.
                 unsafe { m.unlock(g) };
@@ -781,8 +778,8 @@ fn timed_waiter_leaving_does_not_strand_parked_waiter() {
         let s = {
             let m = m.clone();
             thread::spawn(move || {
-                __set_loom_node(0);
-                __set_loom_spin_rounds(1);
+                hooks::set_node(0);
+                hooks::set_spin_rounds(1);
                 // Far deadline: under loom the park may time out at any point.
                 if let Some(g) = m.try_lock_for(Duration::from_secs(3600)) {
                     // SAFETY: we hold the lock with state `g`.
@@ -829,7 +826,7 @@ fn requeued_timed_waiter_leaving() {
             .map(|node| {
                 let pair = pair.clone();
                 thread::spawn(move || {
-                    __set_loom_node(node);
+                    hooks::set_node(node);
                     let mut g = pair.0.lock();
                     if !pair.2.load(Relaxed) {
                         // SAFETY: we hold `pair.0` with state `g`.
@@ -846,7 +843,7 @@ fn requeued_timed_waiter_leaving() {
                 })
             })
             .collect();
-        __set_loom_node(1);
+        hooks::set_node(1);
         let g = pair.0.lock();
         pair.2.store(true, Relaxed);
         let n = pair.1.notify_all();
@@ -885,7 +882,7 @@ fn rwlock_node_readers_bit_cleared_by_writer() {
             .map(|node| {
                 let (l, cell) = (l.clone(), cell.clone());
                 thread::spawn(move || {
-                    __set_loom_node(node);
+                    hooks::set_node(node);
                     // Node 0 reads twice: its second read may find the bit set
                     // by an earlier node reader while a writer clears it.
                     let mut seen = 0;
@@ -902,7 +899,7 @@ fn rwlock_node_readers_bit_cleared_by_writer() {
                 })
             })
             .collect();
-        __set_loom_node(0);
+        hooks::set_node(0);
         for v in 1..=2 {
             let w = l.lock_exclusive();
             set(&cell, v);
@@ -944,11 +941,11 @@ fn mutex_try_lock_after_unlock() {
         let t = {
             let m = m.clone();
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 bump(&m.lock());
             })
         };
-        __set_loom_node(0);
+        hooks::set_node(0);
         if let Some(g) = m.try_lock() {
             bump(&g);
             if get(&g) == 2 {
@@ -985,13 +982,13 @@ fn mutex_barging_past_parked_waiters() {
         TWO_PARKED.store(0, StdOrdering::Relaxed);
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
-        __set_loom_node(0);
+        hooks::set_node(0);
         let g = m.lock();
         let waiters: Vec<_> = (0..2)
             .map(|_| {
                 let (m, cell) = (m.clone(), cell.clone());
                 thread::spawn(move || {
-                    __set_loom_node(0);
+                    hooks::set_node(0);
                     let g = m.lock();
                     W_LOCKED.store(1, StdOrdering::Relaxed);
                     bump(&cell);
@@ -1003,7 +1000,7 @@ fn mutex_barging_past_parked_waiters() {
         let x = {
             let (m, cell) = (m.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 let g = m.lock();
                 let no_w_before = W_LOCKED.load(StdOrdering::Relaxed) == 0;
                 let fast = format!("{g:?}") == format!("{:?}", MutexGuardState::new());
@@ -1047,14 +1044,14 @@ fn mutex_handoff_keeps_the_lock_held_throughout() {
     model_bounded(2, || {
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
-        __set_loom_node(0);
+        hooks::set_node(0);
         let g = m.lock();
         let w = {
             let (m, cell) = (m.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(0);
+                hooks::set_node(0);
                 let g = m.lock();
-                let handed = __loom_handed();
+                let handed = hooks::handed();
                 let seen = get(&cell);
                 // SAFETY: our acquisition.
                 unsafe { m.unlock(g) };
@@ -1071,7 +1068,7 @@ fn mutex_handoff_keeps_the_lock_held_throughout() {
         let h = {
             let (m, cell) = (m.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 if let Some(g) = m.try_lock() {
                     bump(&cell);
                     // SAFETY: our acquisition.
@@ -1080,7 +1077,7 @@ fn mutex_handoff_keeps_the_lock_held_throughout() {
             })
         };
         bump(&cell);
-        __set_loom_fairness_due(true);
+        hooks::set_fairness_due(true);
         // SAFETY: our acquisition.
         unsafe { m.unlock(g) };
         w.join().unwrap();
@@ -1108,7 +1105,7 @@ fn rwlock_upgradable_unlock_beside_reader_then_writer() {
         let r = {
             let (l, cell) = (l.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 let g = l.lock_shared();
                 READING.store(1, StdOrdering::Relaxed);
                 let v = get(&cell);
@@ -1123,7 +1120,7 @@ fn rwlock_upgradable_unlock_beside_reader_then_writer() {
         let w = {
             let (l, cell) = (l.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(0);
+                hooks::set_node(0);
                 let after = U_LEFT_BESIDE_READER.load(StdOrdering::Relaxed) != 0;
                 let g = l.lock_exclusive();
                 set(&cell, 2);
@@ -1134,7 +1131,7 @@ fn rwlock_upgradable_unlock_beside_reader_then_writer() {
                 }
             })
         };
-        __set_loom_node(1);
+        hooks::set_node(1);
         let u = l.lock_upgradable();
         let v = get(&cell);
         let beside = READING.load(StdOrdering::Relaxed) != 0;
@@ -1184,7 +1181,7 @@ fn rwlock_node_reader_then_writer() {
             .map(|node| {
                 let (l, cell) = (l.clone(), cell.clone());
                 thread::spawn(move || {
-                    __set_loom_node(node);
+                    hooks::set_node(node);
                     let g = l.lock_shared();
                     let on_node = on_node_counter(&g);
                     let v = get(&cell);
@@ -1197,7 +1194,7 @@ fn rwlock_node_reader_then_writer() {
                 })
             })
             .collect();
-        __set_loom_node(2);
+        hooks::set_node(2);
         let first = readers.remove(0).join().unwrap();
         let both_read = READ.load(StdOrdering::Relaxed) == 2;
         let g = l.lock_exclusive();
@@ -1224,11 +1221,11 @@ fn rwlock_try_write_after_reader() {
         let r = {
             let l = l.clone();
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 get(&l.read())
             })
         };
-        __set_loom_node(0);
+        hooks::set_node(0);
         let read_first = if let Some(g) = l.try_write() {
             set(&g, 1);
             false
@@ -1296,7 +1293,7 @@ fn node_reader_skipping_the_bit(upgrade: bool, f: &'static SkipFlags) {
         let r = {
             let (l, cell) = (l.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(0);
+                hooks::set_node(0);
                 let mut on_node = [false; 2];
                 for (i, n) in on_node.iter_mut().enumerate() {
                     let g = l.lock_shared();
@@ -1314,7 +1311,7 @@ fn node_reader_skipping_the_bit(upgrade: bool, f: &'static SkipFlags) {
                 on_node
             })
         };
-        __set_loom_node(1);
+        hooks::set_node(1);
         for _ in 0..2 {
             let u = l.lock_upgradable();
             thread::yield_now();
@@ -1423,7 +1420,7 @@ fn timed_upgrade_beside_readers(until: bool, f: &'static TimedUpgradeFlags) {
         let r1 = {
             let (l, cell) = (l.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(1);
+                hooks::set_node(1);
                 let g = l.lock_shared();
                 assert!(get(&cell) <= 1);
                 thread::yield_now();
@@ -1437,7 +1434,7 @@ fn timed_upgrade_beside_readers(until: bool, f: &'static TimedUpgradeFlags) {
         let r2 = {
             let (l, cell) = (l.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(0);
+                hooks::set_node(0);
                 let g = l.lock_shared();
                 let v = get(&cell);
                 // SAFETY: our shared acquisition.
@@ -1445,7 +1442,7 @@ fn timed_upgrade_beside_readers(until: bool, f: &'static TimedUpgradeFlags) {
                 v
             })
         };
-        __set_loom_node(0);
+        hooks::set_node(0);
         let u = l.lock_upgradable();
         // Lets a reader in first at no preemption.
         thread::yield_now();
@@ -1524,7 +1521,7 @@ fn rwlock_try_upgrade_until_beside_readers() {
 }
 
 /// The CST batch bound across three snodes (nodes 0, 1, 2), with the
-/// unlockers' batch bound set to 1 (`__set_loom_batch_bound`; the process-wide
+/// unlockers' batch bound set to 1 (`hooks::set_batch_bound`; the process-wide
 /// bound is shared by the models running in parallel). H (node 0) holds the
 /// lock until A (node 0), B (node 1) and C (node 2) are parked, then hands it
 /// over with `unlock_fair`: its own node's batch is 0, so A gets it (batch 1).
@@ -1571,15 +1568,15 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
         ORDER.lock().unwrap().clear();
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
-        __set_loom_node(0);
-        __set_loom_batch_bound(1);
+        hooks::set_node(0);
+        hooks::set_batch_bound(1);
         let g = m.lock();
         record(0);
         let a = {
             let (m, cell) = (m.clone(), cell.clone());
             thread::spawn(move || {
-                __set_loom_node(0);
-                __set_loom_batch_bound(1);
+                hooks::set_node(0);
+                hooks::set_batch_bound(1);
                 let g = m.lock();
                 record(0);
                 bump(&cell);
@@ -1592,8 +1589,8 @@ fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
             .map(|node| {
                 let (m, cell) = (m.clone(), cell.clone());
                 thread::spawn(move || {
-                    __set_loom_node(node);
-                    __set_loom_batch_bound(1);
+                    hooks::set_node(node);
+                    hooks::set_batch_bound(1);
                     let g = m.lock();
                     record(node);
                     bump(&cell);
@@ -1665,18 +1662,18 @@ fn queue_grant_and_headship_within_a_node() {
     model_deep(1, 200_000, || {
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
-        __set_loom_node(0);
+        hooks::set_node(0);
         let g = m.lock();
         let ws: Vec<_> = (0..2)
             .map(|_| {
                 let (m, cell) = (m.clone(), cell.clone());
                 thread::spawn(move || {
-                    __set_loom_node(0);
-                    __set_loom_spin_rounds(2);
+                    hooks::set_node(0);
+                    hooks::set_spin_rounds(2);
                     let g = m.lock();
-                    let parked = __loom_queue_parked();
-                    let handed = __loom_handed();
-                    let inherited = __loom_inherited();
+                    let parked = hooks::queue_parked();
+                    let handed = hooks::handed();
+                    let inherited = hooks::inherited();
                     bump(&cell);
                     // SAFETY: our acquisition.
                     unsafe { m.unlock(g) };
@@ -1744,20 +1741,20 @@ fn queue_passes_a_head_that_has_not_run() {
     model_deep(1, 200_000, || {
         let m = Arc::new(RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
-        __set_loom_node(0);
+        hooks::set_node(0);
         let g = m.lock();
         let ws: Vec<_> = (0..2)
             .map(|_| {
                 let (m, cell) = (m.clone(), cell.clone());
                 thread::spawn(move || {
-                    __set_loom_node(0);
-                    __set_loom_spin_rounds(2);
-                    __set_loom_oversubscribed(true);
+                    hooks::set_node(0);
+                    hooks::set_spin_rounds(2);
+                    hooks::set_oversubscribed(true);
                     let g = m.lock();
                     bump(&cell);
                     // SAFETY: our acquisition.
                     unsafe { m.unlock(g) };
-                    __loom_passed_sleeper()
+                    hooks::passed_sleeper()
                 })
             })
             .collect();

@@ -14,7 +14,8 @@
 //! model may time out at any point once queued (see `src/sync.rs`).
 #![cfg(numa_shuttle)]
 
-use cst_mutex::{__set_loom_node, __set_loom_spin_rounds, RawCondvar, RawMutex, RawRwLock};
+use cst_mutex::loom_hooks as hooks;
+use cst_mutex::{RawCondvar, RawMutex, RawRwLock};
 use lock_api::{RawCondvar as _, RawCondvarTimed as _, RawMutex as _, RawRwLock as _};
 use shuttle::sync::Arc;
 use shuttle::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -69,8 +70,8 @@ fn mutex_timed_and_plain_waiters() {
             .map(|i| {
                 let m = m.clone();
                 thread::spawn(move || {
-                    __set_loom_node(i % 3);
-                    __set_loom_spin_rounds((i % 2) as u32);
+                    hooks::set_node(i % 3);
+                    hooks::set_spin_rounds((i % 2) as u32);
                     let mut mine = 0u64;
                     for op in 0..20usize {
                         let got = match (i + op) % 5 {
@@ -109,21 +110,21 @@ fn mutex_timed_and_plain_waiters() {
 fn timed_waiter_leaving_beside_parked_waiter() {
     check(|| {
         let m = Arc::new(Mutex::from_raw(RawMutex::new(), 0u64));
-        __set_loom_node(0);
+        hooks::set_node(0);
         for _ in 0..3 {
             let g = m.lock();
             let q = {
                 let m = m.clone();
                 thread::spawn(move || {
-                    __set_loom_node(1);
+                    hooks::set_node(1);
                     *m.lock() += 1;
                 })
             };
             let s = {
                 let m = m.clone();
                 thread::spawn(move || {
-                    __set_loom_node(0);
-                    __set_loom_spin_rounds(1);
+                    hooks::set_node(0);
+                    hooks::set_spin_rounds(1);
                     if let Some(mut g) = m.try_lock_for(LONG) {
                         *g += 1;
                     }
@@ -156,7 +157,7 @@ fn condvar_notify_against_hammered_mutex() {
         for i in 0..3usize {
             let pair = pair.clone();
             threads.push(thread::spawn(move || {
-                __set_loom_node(i % 2);
+                hooks::set_node(i % 2);
                 let (m, cv, generation) = (&pair.0, &pair.1, &pair.2);
                 let mut g = m.lock();
                 let mut timed_waits = 0;
@@ -180,7 +181,7 @@ fn condvar_notify_against_hammered_mutex() {
         for i in 0..2usize {
             let pair = pair.clone();
             threads.push(thread::spawn(move || {
-                __set_loom_node(i);
+                hooks::set_node(i);
                 for _ in 0..10 {
                     let g = pair.0.lock();
                     // SAFETY: acquired just above.
@@ -188,7 +189,7 @@ fn condvar_notify_against_hammered_mutex() {
                 }
             }));
         }
-        __set_loom_node(1);
+        hooks::set_node(1);
         for round in 1..=ROUNDS {
             let g = pair.0.lock();
             pair.2.store(round, Relaxed);
@@ -218,8 +219,8 @@ fn rwlock_mixed_with_timeouts() {
             .map(|i| {
                 let l = l.clone();
                 thread::spawn(move || {
-                    __set_loom_node(i % 3);
-                    __set_loom_spin_rounds((i % 2) as u32);
+                    hooks::set_node(i % 3);
+                    hooks::set_spin_rounds((i % 2) as u32);
                     for op in 0..8usize {
                         match (i + op) % 6 {
                             0 => {
