@@ -64,35 +64,63 @@ extern "C" fn after_fork_in_child() {
 /// child inherits the registration). Called on slow paths before the queue
 /// node is initialized: `pthread_atfork` allocates, so it must not run while
 /// the thread's node is enqueued (see `before_enqueue`). A re-entrant call
-/// from inside the registration (an allocator that takes a numa-spin lock)
-/// returns at once. Under loom, and where there is no `fork`, it does nothing.
+/// from inside the registration (an allocator that takes a numa-spin lock),
+/// and a call while another thread registers, return at once. Under loom,
+/// and where there is no `fork`, it does nothing.
+///
+/// The registering thread claims the registration with its process's PID,
+/// not with a flag: a fork while another thread of the parent registers
+/// leaves the claim in the child, where that thread does not exist and may
+/// not have reached `pthread_atfork` before the fork. The child's first
+/// slow path sees a claim by another process and registers again. (If the
+/// parent's registration did complete before the fork, the child then has
+/// the handler twice, and each later fork advances the generation by two:
+/// a node is a ghost when its generation is older, by any amount.)
 #[inline]
 pub(crate) fn register() {
     #[cfg(all(unix, not(numa_loom)))]
     {
-        use std::sync::atomic::AtomicU8;
-        /// 0: not registered, 1: being registered, 2: registered.
-        static REGISTERED: AtomicU8 = AtomicU8::new(0);
         // Relaxed: only decides whether to try; the registration itself is
         // synchronized inside libc.
-        if REGISTERED.load(Ordering::Relaxed) == 0
-            && REGISTERED
-                .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            // SAFETY: the handler is an `extern "C" fn()` that lives as long as
-            // the process and only does an atomic add; no prepare or parent
-            // handler.
-            let r = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-            if r != 0 {
-                // Out of memory: let a later slow path try again. Until then a
-                // fork's child may find ghosts in its queues.
-                REGISTERED.store(0, Ordering::Relaxed);
-            } else {
-                REGISTERED.store(2, Ordering::Relaxed);
-            }
+        if CLAIM.load(Ordering::Relaxed) != REGISTERED {
+            register_slow();
         }
     }
+}
+
+/// The registration's state: 0 before it, [`REGISTERED`] after it (also in
+/// every child), else the PID of the process one of whose threads is
+/// registering.
+#[cfg(all(unix, not(numa_loom)))]
+static CLAIM: AtomicU32 = AtomicU32::new(0);
+
+/// [`CLAIM`] once the handler is registered (no PID is `u32::MAX`).
+#[cfg(all(unix, not(numa_loom)))]
+const REGISTERED: u32 = u32::MAX;
+
+#[cfg(all(unix, not(numa_loom)))]
+#[cold]
+fn register_slow() {
+    let seen = CLAIM.load(Ordering::Relaxed);
+    // SAFETY: `getpid` has no preconditions and cannot fail.
+    let me = unsafe { libc::getpid() }.cast_unsigned();
+    // Relaxed: one location decides who registers in this process; the
+    // claim publishes nothing.
+    if seen == REGISTERED
+        || seen == me
+        || CLAIM
+            .compare_exchange(seen, me, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    // SAFETY: the handler is an `extern "C" fn()` that lives as long as
+    // the process and only does an atomic add; no prepare or parent
+    // handler.
+    let r = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    // Out of memory: a later slow path tries again. Until then a fork's
+    // child may find ghosts in its queues.
+    CLAIM.store(if r == 0 { REGISTERED } else { 0 }, Ordering::Relaxed);
 }
 
 /// `pred` (a queue node's code, 0 = none), or 0 if that node is a ghost:
