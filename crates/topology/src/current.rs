@@ -19,7 +19,7 @@ use crate::topology::Topology;
 use crate::virtual_layout::VirtualLayout;
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, Ordering};
 
 thread_local! {
     static THREAD_NODE: Cell<Option<usize>> = const { Cell::new(None) };
@@ -236,8 +236,13 @@ fn virtual_map(layout: &VirtualLayout, machine: &Topology) -> Option<NodeMap> {
         .map(|t| NodeMap::new(t, false))
 }
 
-/// Set while one thread builds the first map (see [`try_map`]).
-static BUILDING: AtomicBool = AtomicBool::new(false);
+/// While one thread builds the first map (see [`try_map`]): the PID of its
+/// process, else 0. A PID, not a flag: a fork during the build leaves the
+/// claim in the child, where the building thread does not exist, and the
+/// child's first caller sees another process's claim and builds the map
+/// itself (a flag left set would make every `map()` caller of the child
+/// wait for ever).
+static BUILDING: AtomicU32 = AtomicU32::new(0);
 
 /// The map, building it if no thread is doing so; `None` while another
 /// thread, or this one further up its stack, builds it.
@@ -261,14 +266,34 @@ fn try_map() -> Option<&'static NodeMap> {
 #[cold]
 #[inline(never)]
 fn build_map_once() -> Option<&'static NodeMap> {
+    let me = process_id();
+    let seen = BUILDING.load(Ordering::Relaxed);
     // Acquire: if the builder finished meanwhile, its MAP store is visible
     // to the re-check in `init_map`'s CAS (which is AcqRel anyway).
-    if BUILDING.swap(true, Ordering::Acquire) {
+    if seen == me
+        || BUILDING
+            .compare_exchange(seen, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+    {
         return None;
     }
     let map = init_map();
-    BUILDING.store(false, Ordering::Release);
+    BUILDING.store(0, Ordering::Release);
     Some(map)
+}
+
+/// The calling process's PID (`getpid`; 1 where there is no fork, so that
+/// a claim is never 0).
+fn process_id() -> u32 {
+    #[cfg(unix)]
+    {
+        // SAFETY: `getpid` has no preconditions and cannot fail.
+        unsafe { libc::getpid() }.cast_unsigned()
+    }
+    #[cfg(not(unix))]
+    {
+        1
+    }
 }
 
 /// The map, waiting (yielding) while another thread builds it.
