@@ -22,7 +22,9 @@
 use numa_spin::CombiningMutex;
 use numa_spin::combining::COMBINING_QUEUES;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+
+mod common;
+use common::await_state;
 
 /// Forks per scenario.
 const FORKS: usize = 4;
@@ -35,18 +37,6 @@ const CHILD_ROUNDS: u64 = 2_000;
 
 /// Serializes the tests: each forks, and the atfork handlers are process-wide.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Waits until `cond` holds, for at most 10 s.
-fn await_state(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "timed out: {what}"
-        );
-        std::thread::yield_now();
-    }
-}
 
 /// The tails of `m`'s request queues.
 fn tails(m: &CombiningMutex<u64>) -> [usize; COMBINING_QUEUES] {

@@ -18,7 +18,9 @@
 use lock_api::RawMutex as _;
 use numa_spin::{Config, RawHqLock, RawHqMutex, RawMutex, RawQueuedMutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+
+mod common;
+use common::await_state;
 
 /// Forks per lock and scenario.
 const FORKS: usize = 4;
@@ -81,18 +83,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// The tail word without the two flag bits (`NO_STEAL`, `HEAD_ASLEEP`).
 fn queue_of(lock: &dyn Probe) -> u32 {
     lock.tail_word() & !3
-}
-
-/// Waits until `cond` holds, for at most 10 s.
-fn await_state(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "timed out: {what}"
-        );
-        std::thread::yield_now();
-    }
 }
 
 /// Starts a thread that takes `lock` once, and waits until it has entered the

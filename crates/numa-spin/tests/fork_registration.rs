@@ -23,7 +23,9 @@ use lock_api::RawMutex as _;
 use numa_spin::RawMutex;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::time::{Duration, Instant};
+
+mod common;
+use common::await_state;
 
 /// The lock the child and the grandchild contend for (untouched in the
 /// parent).
@@ -79,18 +81,6 @@ pub unsafe extern "C" fn pthread_atfork(
             child,
             (&raw const __dso_handle).cast_mut().cast(),
         )
-    }
-}
-
-/// Waits until `cond` holds, for at most 10 s.
-fn await_state(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "timed out: {what}"
-        );
-        std::thread::yield_now();
     }
 }
 
