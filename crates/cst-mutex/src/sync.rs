@@ -50,7 +50,7 @@ pub(crate) fn yield_now() {
 }
 
 /// The NUMA node of the calling thread ([`numa_topology::current_node`]; under
-/// loom a loom thread-local set by [`crate::loom_hooks::set_node`], because loom
+/// loom a loom thread-local set by `loom_hooks::set_node`, because loom
 /// runs its threads on one OS thread and std thread-locals would be shared).
 #[inline]
 pub(crate) fn current_node() -> usize {
