@@ -53,6 +53,12 @@ for c in "${crates[@]}"; do
     tar -xzf "target/package/$c-$version.crate" -C "$work"
     patch+=(--config "patch.crates-io.$c.path='$work/$c-$version'")
 done
+# The archives' files keep the mtimes they were packaged with, and the test
+# binaries' metadata does not depend on the unpacked path: in a target
+# directory kept from an earlier run, cargo would find those binaries fresh
+# and run them against that run's (deleted) temporary directory. Sources
+# newer than any output make it build them anew.
+find "$work" -type f -exec touch {} +
 for c in "${crates[@]}"; do
     echo "--- $c"
     (cd "$work/$c-$version" &&
