@@ -1597,6 +1597,44 @@ fn combining_unlinked_successor_does_not_hold_the_global_lock() {
     );
 }
 
+/// A combiner (thread 0) whose successor (thread 1) swapped the queue's tail
+/// and links while the combiner looks again for the link (its CAS closing the
+/// queue failed) keeps the global lock and runs thread 1's closure in the
+/// same batch: in some executions thread 1's closure runs on thread 0, after
+/// the combiner met a late link. Every closure runs once, under the lock,
+/// and the combiner reads the successor's request only through the link's
+/// Acquire load (loom checks the slot's accesses).
+#[test]
+fn combining_late_link_continues_the_batch() {
+    static SAME_BATCH: AtomicUsize = AtomicUsize::new(0);
+    model_bounded(Some(2), || {
+        loom_hooks::reset_loom_enqueues();
+        let late_links = loom_hooks::loom_event_count("combine-late-link");
+        let shared = CombineShared::new();
+        shared.lock.raw_lock().acquire();
+        let mut handles = Vec::new();
+        for i in 0..2 {
+            let s = shared.clone();
+            handles.push(thread::spawn(move || s.append(i)));
+            wait_for_enqueues(i + 2);
+        }
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.raw_lock().release() };
+        let ran_on: Vec<_> = handles.into_iter().map(|h| h.join().unwrap().0).collect();
+        let mut log = shared.log();
+        log.sort_unstable();
+        assert_eq!(log, [0, 1], "a closure was lost or ran twice");
+        let late_link = loom_hooks::loom_event_count("combine-late-link") > late_links;
+        if late_link && ran_on[1] == ran_on[0] {
+            SAME_BATCH.fetch_add(1, StdOrdering::Relaxed);
+        }
+    });
+    assert!(
+        SAME_BATCH.load(StdOrdering::Relaxed) > 0,
+        "no combiner went on with its batch after a late link"
+    );
+}
+
 /// The give-back of a queue set races an arrival. Thread 0 combines while
 /// the main thread holds the lock: it binds a queue set from the pool (2 sets
 /// in models), queues its request and, as its node's combiner, waits for the

@@ -50,10 +50,13 @@
 //! - **An unlinked successor.** In an MCS queue a newcomer swaps the tail
 //!   first and links itself second; preempted in between, it leaves a request
 //!   whose successor is unknown. A combiner that finds this (its CAS closing
-//!   the queue fails while the link is still null) releases the global lock
-//!   *before* it waits for the link, then hands combining to the newcomer:
-//!   such a stall holds up only the newcomer's own node queue, never the other
-//!   nodes' combiners or `lock()` callers.
+//!   the queue fails while the link is still null) looks again for the link
+//!   for at most [`COMBINE_LINK_SPIN_NS`] (the link normally comes within a
+//!   cache-line transfer) and, if it came, goes on with its batch. Otherwise
+//!   it releases the global lock *before* it waits for the link, then hands
+//!   combining to the newcomer: such a stall holds up the other nodes'
+//!   combiners and `lock()` callers for at most [`COMBINE_LINK_SPIN_NS`],
+//!   and only the newcomer's own node queue for longer.
 //! - **Wake-ups.** A waiter that parked needs a futex wake-up (microseconds)
 //!   after its status changes. The status swaps themselves (done, or
 //!   combiner) happen inline, as each closure finishes, so a spinning waiter
@@ -217,6 +220,14 @@ pub const COMBINE_BATCH: u32 = 64;
 /// successor, from the end of the combiner's first closure on: a combiner
 /// that serves only itself reads no clock).
 pub const COMBINE_BATCH_NS: u64 = 50_000;
+
+/// How long, in ns, a combiner holding the global lock looks for the link
+/// of a successor that swapped the queue's tail but has not linked yet,
+/// before it releases the global lock and waits for the link without it
+/// (see the [module docs](self)): the longest a successor preempted between
+/// its swap and its link holds up the other nodes. The link normally follows
+/// the swap within one cache-line transfer (~100-200 ns across sockets).
+pub const COMBINE_LINK_SPIN_NS: u64 = 1_000;
 
 /// Request queues per queue set (the queues a contended lock binds); a
 /// thread on NUMA node `n` uses queue `n % COMBINING_QUEUES`.

@@ -7,7 +7,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use super::pool::{Binding, Joined};
 use super::queue::{Queue, Queued, Request, enqueue};
-use super::{COMBINE_BATCH, COMBINE_BATCH_NS, COMBINING_QUEUES, nesting, reentry};
+use super::{
+    COMBINE_BATCH, COMBINE_BATCH_NS, COMBINE_LINK_SPIN_NS, COMBINING_QUEUES, nesting, reentry,
+};
 use crate::config::{Global, Tunables};
 use crate::raw_lock::RawLock;
 use crate::sync::{self, AtomicU32, Ordering, UnsafeCell};
@@ -431,7 +433,6 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     ///
     /// We hold the global lock; `first` is our request and heads `queue`.
     unsafe fn run_batch(&self, queue: &Queue, first: *mut Request) {
-        let cfg = self.lock.config();
         // The batch's clock starts when a second closure is found: a
         // combiner that serves only itself (no waiter of its node) reads no
         // clock, as a plain lock and unlock would not.
@@ -451,7 +452,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
             // Acquire: pairs with the Release link store of the waiter behind
             // `cur`, so its request's fields and closure are visible.
             // SAFETY: `cur` is alive until we mark it done, below.
-            let next = unsafe { (*cur).next.load(Ordering::Acquire) };
+            let mut next = unsafe { (*cur).next.load(Ordering::Acquire) };
             if next.is_null() {
                 // Relaxed (both): an empty tail publishes nothing; the next
                 // request to swap it in finds no predecessor and touches
@@ -472,27 +473,27 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
                     return;
                 }
                 // A request swapped itself in behind `cur` and has not linked
-                // yet: its thread may be preempted between its swap and its
-                // link. Waiting for the link while holding the global lock
-                // would stall every node's combiner and every guard with it;
-                // release the lock first, and hand combining to that request
-                // once it links (it takes the global lock anew).
-                // SAFETY: we hold the global lock (contract).
-                unsafe { self.lock.release() };
-                sync::event("combine-unlinked-successor");
-                // The waiters served so far are done: their wake-ups do not
-                // wait for the link either.
-                wake.wake_all();
-                let next = wait_next(cur, cfg);
-                let mut last = Wakes::new();
-                if cur != first {
-                    // SAFETY: as above; we have read its link.
-                    last.done(unsafe { finish(cur, DONE) });
+                // yet. Its link is usually a few instructions (and one line
+                // transfer) away: look again for at most
+                // `COMBINE_LINK_SPIN_NS`, and go on with the batch if it
+                // came.
+                match spin_for_next(cur) {
+                    Some(linked) => {
+                        sync::event("combine-late-link");
+                        next = linked;
+                    }
+                    None => {
+                        // Its thread may be preempted between its swap and
+                        // its link. Waiting for the link while holding the
+                        // global lock would stall every node's combiner and
+                        // every guard with it; release the lock first, and
+                        // hand combining to that request once it links (it
+                        // takes the global lock anew).
+                        // SAFETY: we hold the global lock (contract).
+                        unsafe { self.release_and_hand_over(cur, first, wake) };
+                        return;
+                    }
                 }
-                // SAFETY: `next` waits (not run); this is our last access.
-                last.hand_over(unsafe { finish(next, COMBINER) });
-                last.wake_all();
-                return;
             }
             if cur != first {
                 // SAFETY: as above; we have read its link.
@@ -512,6 +513,36 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
             }
             cur = next;
         }
+    }
+}
+
+impl<Tn: Tunables> RawCombiningMutex<Tn> {
+    /// Ends a batch whose last closure so far (`cur`'s) has a successor that
+    /// swapped the queue's tail but has not linked: releases the global lock,
+    /// wakes the waiters served so far, waits for the link and makes the
+    /// successor its node's combiner.
+    ///
+    /// # Safety
+    ///
+    /// We hold the global lock; `cur` ran, is not done, and is `first` (our
+    /// own request) or a request of the batch `first` began; `wake` holds the
+    /// batch's served waiters before `cur`.
+    unsafe fn release_and_hand_over(&self, cur: *mut Request, first: *mut Request, wake: Wakes) {
+        // SAFETY: we hold the global lock (contract).
+        unsafe { self.lock.release() };
+        sync::event("combine-unlinked-successor");
+        // The waiters served so far are done: their wake-ups do not wait for
+        // the link either.
+        wake.wake_all();
+        let next = wait_next(cur, self.lock.config());
+        let mut last = Wakes::new();
+        if cur != first {
+            // SAFETY: `cur` is alive and served; we have read its link.
+            last.done(unsafe { finish(cur, DONE) });
+        }
+        // SAFETY: `next` waits (not run); this is our last access.
+        last.hand_over(unsafe { finish(next, COMBINER) });
+        last.wake_all();
     }
 }
 
@@ -569,6 +600,28 @@ impl Wakes {
             unpark(unsafe { w.assume_init() });
         }
     }
+}
+
+/// Looks for `cur`'s successor's link (it swapped the tail already) for at
+/// most [`COMBINE_LINK_SPIN_NS`] (under loom: once); `None` if it has not
+/// linked by then. Acquire: pairs with its Release link store.
+fn spin_for_next(cur: *mut Request) -> Option<*mut Request> {
+    let spins = if cfg!(numa_loom) {
+        1
+    } else {
+        COMBINE_LINK_SPIN_NS.div_ceil(crate::backoff::ns_per_spin())
+    };
+    for _ in 0..spins {
+        if !cfg!(numa_loom) {
+            sync::spin_loop();
+        }
+        // SAFETY: `cur` is alive (not yet done).
+        let next = unsafe { (*cur).next.load(Ordering::Acquire) };
+        if !next.is_null() {
+            return Some(next);
+        }
+    }
+    None
 }
 
 /// Waits until `cur`'s successor has linked itself (it swapped the tail
