@@ -222,6 +222,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         idle_gaps: opts.idle_gaps,
         workloads: workload_lines(&opts.workloads),
         wake_latency: opts.idle_gaps.then(crate::machine::measure_wake_latency),
+        line_round_trip_ns: None,
     };
     let bar = if opts.progress {
         ProgressBar::new(n_runs as u64)
@@ -267,6 +268,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         .iter()
         .filter_map(|p| p.machine_loadavg_1m)
         .reduce(f64::max);
+    conditions.line_round_trip_ns = crate::report::round_trip_range(&points);
     conditions.latency_clock_overhead_ns =
         points.first().map_or(0, |p| p.latency_clock_overhead_ns);
 

@@ -282,6 +282,7 @@ pub fn run_point(cfg: &RunConfig) -> Result<Point, BenchError> {
         workload: cfg.workload.name(),
     };
     let load = crate::machine::load_average();
+    let trip = crate::machine::line_round_trip_ns();
     let raw = match cfg.workload {
         WorkloadSpec::Locktorture(w) => dispatch_mutex(cfg.lock, MutexRun { cfg, w: &w }),
         WorkloadSpec::Kv(w) => dispatch_mutex(cfg.lock, MutexRun { cfg, w: &w }),
@@ -289,7 +290,9 @@ pub fn run_point(cfg: &RunConfig) -> Result<Point, BenchError> {
         WorkloadSpec::RwLock(w) => dispatch_rwlock(cfg.lock, RwRun { cfg, w: &w }),
     }
     .ok_or_else(wrong)?;
-    Ok(to_point(cfg, raw, cfg.workload.params(), load))
+    let mut point = to_point(cfg, raw, cfg.workload.params(), load);
+    point.line_round_trip_ns = trip;
+    Ok(point)
 }
 
 fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String, load: Option<f64>) -> Point {
@@ -324,6 +327,7 @@ fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String, load: Option<f64
         hog_threads: cfg.hog_threads,
         idle_while_waited_max_ns: raw.idle_max_ns,
         wait_max_ns: raw.wait_max_ns,
+        line_round_trip_ns: None,
         repeats: 1,
         spread: None,
         raw_repeats: Vec::new(),

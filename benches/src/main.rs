@@ -314,6 +314,7 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
         idle_gaps,
         workloads: vec![format!("{}: {}", p.workload, p.workload_params)],
         wake_latency,
+        line_round_trip_ns: numa_bench::report::round_trip_range(core::slice::from_ref(&p)),
     };
     print!("{}", cond.header());
     if args.workload == WorkloadName::RwLock {

@@ -230,6 +230,15 @@ pub struct Point {
     /// closure's result back on its caller; see [`crate::harness`]).
     #[serde(default)]
     pub wait_max_ns: u64,
+    /// Mean round trip, ns, of a cache line between the first two CPUs of the
+    /// process, measured just before the run
+    /// ([`line_round_trip_ns`](crate::machine::line_round_trip_ns); `null`
+    /// where it could not be measured, and in files written before it
+    /// existed). For repeats, the median. Runs whose round trips differ by
+    /// more than about 2x ran with their (v)CPUs placed differently: their
+    /// ratios do not compare.
+    #[serde(default)]
+    pub line_round_trip_ns: Option<u64>,
     /// How many runs (`--repeat`) this point summarises; 1 for a single run. With
     /// more than one, every metric above is the median over the runs (see
     /// [`summarise_repeats`]).
@@ -371,6 +380,12 @@ pub fn summarise_repeats(runs: Vec<Point>) -> Point {
         cpu_ns_per_op: Range::of(&cpu),
         idle_while_waited_max_ns: idle.as_deref().map(Range::of),
     });
+    let trips: Vec<f64> = runs
+        .iter()
+        .filter_map(|p| p.line_round_trip_ns)
+        .map(|t| t as f64)
+        .collect();
+    out.line_round_trip_ns = (!trips.is_empty()).then(|| median(&trips).round() as u64);
     out.repeats = runs.len();
     out.machine_loadavg_1m = runs
         .iter()
@@ -388,7 +403,7 @@ pub fn summarise_repeats(runs: Vec<Point>) -> Point {
 /// itself when there was one run), the hog threads and the idle-while-waited
 /// maximum (empty when not measured), and the longest lock-to-unlock time of
 /// any acquisition.
-pub const CSV_HEADER: [&str; 34] = [
+pub const CSV_HEADER: [&str; 35] = [
     "lock",
     "workload",
     "threads",
@@ -423,6 +438,7 @@ pub const CSV_HEADER: [&str; 34] = [
     "hog_threads",
     "idle_while_waited_max_ns",
     "wait_max_ns",
+    "line_round_trip_ns",
 ];
 
 impl Point {
@@ -496,6 +512,8 @@ impl Point {
             self.idle_while_waited_max_ns
                 .map_or_else(String::new, |v| v.to_string()),
             self.wait_max_ns.to_string(),
+            self.line_round_trip_ns
+                .map_or_else(String::new, |v| v.to_string()),
         ]
         .into_iter()
         .map(|f| csv_quote(&f))
@@ -656,6 +674,7 @@ pub(crate) mod tests {
             hog_threads: 0,
             idle_while_waited_max_ns: None,
             wait_max_ns: 0,
+            line_round_trip_ns: Some(150),
             repeats: 1,
             spread: None,
             raw_repeats: Vec::new(),

@@ -44,6 +44,29 @@ pub struct Conditions {
     /// `--idle-gaps`.
     #[serde(default)]
     pub wake_latency: Option<crate::machine::WakeLatency>,
+    /// Smallest and largest cache-line round trip, ns, measured before the runs
+    /// (each run's [`Point::line_round_trip_ns`](crate::metrics::Point::line_round_trip_ns));
+    /// `None` where none was measured.
+    #[serde(default)]
+    pub line_round_trip_ns: Option<(u64, u64)>,
+}
+
+/// The range of the cache-line round trips of `points` and of their repeats.
+pub fn round_trip_range(points: &[crate::metrics::Point]) -> Option<(u64, u64)> {
+    points
+        .iter()
+        .flat_map(|p| {
+            if p.raw_repeats.is_empty() {
+                core::slice::from_ref(p)
+            } else {
+                p.raw_repeats.as_slice()
+            }
+        })
+        .filter_map(|p| p.line_round_trip_ns)
+        .fold(None, |r, t| match r {
+            None => Some((t, t)),
+            Some((lo, hi)) => Some((lo.min(t), hi.max(t))),
+        })
 }
 
 fn one() -> usize {
@@ -130,6 +153,19 @@ impl Conditions {
         }
         for w in &self.workloads {
             let _ = writeln!(s, "# workload {w}");
+        }
+        if let Some((lo, hi)) = self.line_round_trip_ns {
+            let moved = if hi > lo.saturating_mul(2) {
+                ": it varied over 2x, the (v)CPUs ran on differently placed host cores in \
+                 different runs; compare ratios only between runs whose round trips agree \
+                 (line_round_trip_ns in points.json)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                "# cache-line round trip between two CPUs, before each run: {lo}-{hi} ns{moved}"
+            );
         }
         if let Some(l) = self.max_loadavg_1m {
             let busy = if l > self.cpus as f64 {
@@ -339,6 +375,7 @@ mod tests {
             idle_gaps: false,
             workloads: vec!["kv: keys=10".into()],
             wake_latency: None,
+            line_round_trip_ns: None,
         };
         let h = c.header();
         assert!(
@@ -372,6 +409,32 @@ mod tests {
                 "# wake-up latency: a 20 us sleep took 117 us on average, 7.01 ms at most, 16 of 25000 over 1 ms"
             ),
             "{h}"
+        );
+        assert!(!h.contains("round trip"), "{h}");
+        c.line_round_trip_ns = Some((110, 130));
+        let h = c.header();
+        assert!(
+            h.contains("# cache-line round trip between two CPUs, before each run: 110-130 ns\n"),
+            "{h}"
+        );
+        c.line_round_trip_ns = Some((110, 480));
+        let h = c.header();
+        assert!(h.contains("110-480 ns: it varied over 2x"), "{h}");
+    }
+
+    #[test]
+    fn round_trip_range_covers_every_repeat() {
+        let run = |t: Option<u64>| {
+            let mut p = sample_point();
+            p.line_round_trip_ns = t;
+            p
+        };
+        assert_eq!(round_trip_range(&[run(None)]), None);
+        let mut repeated = run(Some(300));
+        repeated.raw_repeats = vec![run(Some(120)), run(None), run(Some(480))];
+        assert_eq!(
+            round_trip_range(&[run(Some(200)), repeated]),
+            Some((120, 480))
         );
     }
 }
