@@ -1545,6 +1545,23 @@ fn combining_runs_each_closure_on_its_own_data() {
     );
 }
 
+/// Takes the global lock on this thread (the caller releases it), then
+/// starts two threads that `append` 0 and 1: thread 0 enqueues its request
+/// and then, as its node's combiner, itself in CNA; thread 1 swaps the
+/// request queue's tail (and links, maybe later).
+fn two_queued_behind_a_holder(
+    shared: &Arc<CombineShared>,
+) -> Vec<thread::JoinHandle<(thread::ThreadId, usize)>> {
+    shared.lock.raw_lock().acquire();
+    let mut handles = Vec::new();
+    for i in 0..2 {
+        let s = shared.clone();
+        handles.push(thread::spawn(move || s.append(i)));
+        wait_for_enqueues(i + 2);
+    }
+    handles
+}
+
 /// A combiner (thread 0) whose successor (thread 1) swapped the queue's tail
 /// but has not linked yet releases the global lock before it waits for the
 /// link: in some executions a `lock()` caller (the main thread) takes the
@@ -1559,16 +1576,8 @@ fn combining_unlinked_successor_does_not_hold_the_global_lock() {
     model_bounded(Some(2), || {
         loom_hooks::reset_loom_enqueues();
         let shared = CombineShared::new();
-        shared.lock.raw_lock().acquire();
-        let mut handles = Vec::new();
-        for i in 0..2 {
-            let s = shared.clone();
-            handles.push(thread::spawn(move || s.append(i)));
-            // Thread 0 enqueues its request, then, as the combiner, itself in
-            // CNA; thread 1 swaps the tail (and links, maybe later).
-            wait_for_enqueues(i + 2);
-        }
-        // SAFETY: acquired above by this thread.
+        let handles = two_queued_behind_a_holder(&shared);
+        // SAFETY: acquired by `two_queued_behind_a_holder` on this thread.
         unsafe { shared.lock.raw_lock().release() };
         shared.lock.raw_lock().acquire();
         shared.data.log.with_mut(|v| {
@@ -1611,14 +1620,8 @@ fn combining_late_link_continues_the_batch() {
         loom_hooks::reset_loom_enqueues();
         let late_links = loom_hooks::loom_event_count("combine-late-link");
         let shared = CombineShared::new();
-        shared.lock.raw_lock().acquire();
-        let mut handles = Vec::new();
-        for i in 0..2 {
-            let s = shared.clone();
-            handles.push(thread::spawn(move || s.append(i)));
-            wait_for_enqueues(i + 2);
-        }
-        // SAFETY: acquired above by this thread.
+        let handles = two_queued_behind_a_holder(&shared);
+        // SAFETY: acquired by `two_queued_behind_a_holder` on this thread.
         unsafe { shared.lock.raw_lock().release() };
         let ran_on: Vec<_> = handles.into_iter().map(|h| h.join().unwrap().0).collect();
         let mut log = shared.log();
