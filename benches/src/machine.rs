@@ -73,7 +73,7 @@ const ROUND_TRIPS: u32 = 20_000;
 
 /// The mean time, ns, of a cache line's round trip between the first two CPUs
 /// this process may run on: two threads, one pinned to each, hand a flag back
-/// and forth [`ROUND_TRIPS`] times (about 2-20 ms). `None` with fewer than two
+/// and forth 20,000 times (about 2-20 ms). `None` with fewer than two
 /// allowed CPUs, where pinning fails, off Linux, or when a round trip took over
 /// 10 ms (the other thread was not running: the number would say nothing).
 ///
