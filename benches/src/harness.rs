@@ -62,8 +62,9 @@
 //!     of closures from its node counts no switch after its first;
 //!   - acquire latency is from the caller's `combine` call to the start of its
 //!     closure on the combiner (the closure reads the clock the caller passed it);
-//!   - `wait_max_ns` is from the call to the return of `combine` (the result back
-//!     on the caller), as for a guard it is from the call to the return of unlock;
+//!   - `wait_max_ns` counts from the call to the return of `combine` (the result
+//!     back on the caller), as for a guard from the call to the return of unlock
+//!     (each then plus the caller's work before its next call, see [`CallGaps`]);
 //!   - with `--idle-gaps`, a release is stamped when its submitter has its result
 //!     back, which inside a batch is mostly after the combiner started the next
 //!     closure (a gap of 0: within a batch the lock is never free); gaps show
@@ -88,8 +89,8 @@ use crate::locks::{
 };
 use crate::machine::{Machine, Placement};
 use crate::metrics::{
-    LatencySummary, NodeTracker, Point, clock_overhead_ns, fairness_factor, new_latency_histogram,
-    node_switches_per_1k, process_cpu_ns,
+    CallGaps, LatencySummary, NodeTracker, Point, clock_overhead_ns, fairness_factor,
+    new_latency_histogram, node_switches_per_1k, process_cpu_ns,
 };
 use crate::workloads::kv::Kv;
 use crate::workloads::locktorture::Locktorture;
@@ -187,7 +188,8 @@ struct WorkerOut {
     hist: Histogram<u64>,
     bound: bool,
     idle_max_ns: u64,
-    /// Longest lock call to unlock return of any of its acquisitions, ns.
+    /// Longest interval between two of its consecutive lock calls, ns
+    /// ([`CallGaps`]).
     wait_max_ns: u64,
     /// The worker's cst-mutex cost counts (with `lock-stats`; zero without).
     costs: CstCosts,
@@ -556,6 +558,7 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
         });
         let penalty = Duration::from_nanos(cfg.remote_penalty_ns);
         let every = cfg.latency_sample_every;
+        let clock = quanta::Clock::new();
         let idle = cfg.idle_gaps;
         let waiting = Padded(AtomicUsize::new(0));
         let published = Padded(AtomicU64::new(0));
@@ -566,13 +569,13 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
             let mut hist = new_latency_histogram();
             let mut ops = 0u64;
             let mut idle_max_ns = 0u64;
-            let mut wait_max = Duration::ZERO;
+            let mut gaps = CallGaps::new(&clock);
             let mut n = i as u64;
             while !stop.load(Ordering::Relaxed) {
                 let req = w.prepare(&mut local);
                 n += 1;
-                let call = Instant::now();
-                let t0 = n.is_multiple_of(every).then_some(call);
+                gaps.call();
+                let t0 = n.is_multiple_of(every).then(Instant::now);
                 let lat = if idle {
                     if t0.is_some() {
                         waiting.0.fetch_add(1, Ordering::Relaxed);
@@ -612,7 +615,6 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                         lat
                     })
                 };
-                wait_max = wait_max.max(call.elapsed());
                 if let Some(l) = lat {
                     hist.saturating_record(l.as_nanos() as u64);
                 }
@@ -621,12 +623,14 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                     ops += 1;
                 }
             }
+            // The last call's interval ends here.
+            gaps.call();
             WorkerOut {
                 ops,
                 hist,
                 bound,
                 idle_max_ns,
-                wait_max_ns: u64::try_from(wait_max.as_nanos()).unwrap_or(u64::MAX),
+                wait_max_ns: gaps.max_ns(),
                 costs: CstCosts::default(),
             }
         });
@@ -664,18 +668,19 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
         });
         let penalty = Duration::from_nanos(cfg.remote_penalty_ns);
         let every = cfg.latency_sample_every;
+        let clock = quanta::Clock::new();
         let (outs, elapsed, cpu_ns) = drive(cfg, |i, stop| {
             let bound = cfg.placement.apply(i);
             let mut local = w.local(i);
             let mut hist = new_latency_histogram();
             let mut ops = 0u64;
-            let mut wait_max = Duration::ZERO;
+            let mut gaps = CallGaps::new(&clock);
             let mut n = i as u64;
             while !stop.load(Ordering::Relaxed) {
                 let (access, req) = w.prepare(&mut local);
                 n += 1;
-                let call = Instant::now();
-                let t0 = n.is_multiple_of(every).then_some(call);
+                gaps.call();
+                let t0 = n.is_multiple_of(every).then(Instant::now);
                 let lat = match access {
                     Access::Read => lock.read(|g| {
                         let lat = t0.map(|t| t.elapsed());
@@ -689,7 +694,6 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
                         lat
                     }),
                 };
-                wait_max = wait_max.max(call.elapsed());
                 if let Some(l) = lat {
                     hist.saturating_record(l.as_nanos() as u64);
                 }
@@ -697,12 +701,14 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
                     ops += 1;
                 }
             }
+            // The last call's interval ends here.
+            gaps.call();
             WorkerOut {
                 ops,
                 hist,
                 bound,
                 idle_max_ns: 0,
-                wait_max_ns: u64::try_from(wait_max.as_nanos()).unwrap_or(u64::MAX),
+                wait_max_ns: gaps.max_ns(),
                 costs: CstCosts::default(),
             }
         });
@@ -896,6 +902,28 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn wait_max_covers_a_whole_critical_section() {
+        // Every interval between two lock calls holds a 2 ms critical section,
+        // so the longest one is at least that, also for a run of one
+        // operation (the interval of the last call ends when the worker stops).
+        let _g = POINT_LOCK.lock().unwrap();
+        let w = Locktorture {
+            cs: crate::delay::Delay::Nanos(2_000_000),
+            ..Locktorture::default()
+        };
+        for duration in [Duration::from_millis(1), Duration::from_millis(20)] {
+            let mut c = cfg(LockName::Cna, WorkloadSpec::Locktorture(w), 1);
+            c.duration = duration;
+            let p = run_point(&c).unwrap();
+            assert!(
+                p.wait_max_ns >= 2_000_000,
+                "{duration:?}: wait_max_ns {}",
+                p.wait_max_ns
+            );
+        }
     }
 
     #[test]

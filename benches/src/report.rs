@@ -221,7 +221,9 @@ fn fmt_range(r: Option<Range>, repeats: usize, digits: usize) -> String {
 /// same workload and thread count, see [`ratio_to`]) and its `vs_range`, fairness
 /// factor, node switches per 1000 acquisitions, acquire latency p50/p99 (ns),
 /// `p99/pl` (p99 over the baseline's), max (ns, of the sampled acquisitions),
-/// `wait_max_us` (the longest lock call to unlock return of any acquisition),
+/// `wait_max_us` (the longest interval between two consecutive lock calls of a
+/// thread: one acquisition's wait and critical section plus the work before the
+/// next call, see [`crate::metrics::CallGaps`]),
 /// `idle_us` (only when some point measured idle-while-waited gaps), CPU ns per
 /// op. Ranges read `-` for one run.
 pub fn table(points: &[Point]) -> String {
