@@ -32,6 +32,8 @@ fn spin_stats(s: numa_spin::Stats) -> LockStats {
         ("binds", s.binds),
         ("pool_fallbacks", s.pool_fallbacks),
         ("mode_switches", s.mode_switches),
+        ("combine_requests", s.combine_requests),
+        ("binding_writes", s.binding_writes),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -45,6 +45,14 @@ pub struct Stats {
     ///
     /// [`Config::hq_switch_threshold`]: crate::Config::hq_switch_threshold
     pub mode_switches: u64,
+    /// Combining lock: requests queued by `combine` calls that found the lock
+    /// held (each runs on its node's combiner, or makes its caller one).
+    pub combine_requests: u64,
+    /// Combining lock: writes to the lock's binding word (the line the lock
+    /// word shares): each queued request's join, and each combiner's leave,
+    /// made once for its whole batch. Successful compare-and-swaps only: a
+    /// failed one moves the line too and is not counted.
+    pub binding_writes: u64,
 }
 
 /// An HQ event counted by [`Counters::hq_event`].
@@ -84,6 +92,8 @@ pub(crate) struct Counters {
     binds: AtomicU64,
     pool_fallbacks: AtomicU64,
     mode_switches: AtomicU64,
+    combine_requests: AtomicU64,
+    binding_writes: AtomicU64,
     /// Node of the last holder, `u32::MAX` before the first acquisition.
     last_node: AtomicU32,
 }
@@ -112,6 +122,8 @@ impl Counters {
             binds: AtomicU64::new(0),
             pool_fallbacks: AtomicU64::new(0),
             mode_switches: AtomicU64::new(0),
+            combine_requests: AtomicU64::new(0),
+            binding_writes: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -129,6 +141,8 @@ impl Counters {
             binds: AtomicU64::new(0),
             pool_fallbacks: AtomicU64::new(0),
             mode_switches: AtomicU64::new(0),
+            combine_requests: AtomicU64::new(0),
+            binding_writes: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -177,6 +191,21 @@ impl Counters {
         }
     }
 
+    /// Records a combining lock's queued request (by its submitter, which does
+    /// not hold the lock: an atomic add, Relaxed: a counter, nothing to
+    /// publish).
+    #[inline]
+    pub(crate) fn combine_request(&self) {
+        self.combine_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a write to a combining lock's binding word (by a thread that
+    /// need not hold the lock: an atomic add, Relaxed, as above).
+    #[inline]
+    pub(crate) fn binding_write(&self) {
+        self.binding_writes.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A snapshot.
     pub(crate) fn snapshot(&self) -> Stats {
         Stats {
@@ -190,6 +219,8 @@ impl Counters {
             binds: self.binds.load(Ordering::Relaxed),
             pool_fallbacks: self.pool_fallbacks.load(Ordering::Relaxed),
             mode_switches: self.mode_switches.load(Ordering::Relaxed),
+            combine_requests: self.combine_requests.load(Ordering::Relaxed),
+            binding_writes: self.binding_writes.load(Ordering::Relaxed),
         }
     }
 }

@@ -21,12 +21,14 @@
 //!   `combine` costs CNA's lock and unlock.
 //! - **Queue sets.** The per-node request queues are not in the lock: a
 //!   lock that finds itself contended binds a *queue set* (one queue per
-//!   node) from a process-wide pool, and gives it back when the last thread
-//!   that used it leaves, as the HQ lock binds its NUMA metadata (the
+//!   node) from a process-wide pool, and gives it back when its last request
+//!   has been served, as the HQ lock binds its NUMA metadata (the
 //!   Linux kernel's hierarchical queued spinlock RFC, "dynamic metadata
-//!   binding"). The lock's binding word counts the set's users beside its
-//!   index, so a join and the give-back are one CAS each and exclude each
-//!   other (see `combining/pool.rs`). An uncontended lock never binds one.
+//!   binding"). The lock's binding word counts the set's queued requests
+//!   beside its index, so a join and the give-back are one CAS each and
+//!   exclude each other; a combiner drops the count of its whole batch
+//!   with one CAS (see `combining/pool.rs`). An uncontended lock never
+//!   binds one.
 //! - **Request queue.** Otherwise the caller joins the bound set (binding
 //!   one if none is), builds a request on its own
 //!   stack (its closure, its data pointer, a slot for the result, a status
@@ -187,7 +189,10 @@
 //!   ([`COMBINING_QUEUES`] of them; nodes beyond share queues, node index
 //!   modulo the count). A lock holds a set only while a thread that found
 //!   it contended is queued on it; a contended `combine` pays one CAS on the
-//!   binding word to join and one to leave, and the first of a contention
+//!   binding word to join, and each batch one more to leave for all its
+//!   requests (counted, with the `stats` feature, as `binding_writes` beside
+//!   `combine_requests`: the word shares its line with the lock word, which
+//!   the other nodes' combiners wait on), and the first of a contention
 //!   episode also claims a set (one CAS on the pool's claim flags), which
 //!   the last gives back. With every set bound to other locks, a contended
 //!   `combine` takes the global lock and runs its closure itself.

@@ -24,9 +24,14 @@
 //!   fork generation gains a user; an unbound word gets a set claimed from the
 //!   pool, with one user. A thread that joined uses the set until it leaves:
 //!   the set cannot be given back meanwhile, since its count is not 0.
-//! - **leave** (after the thread's request was served, or after its batch as
-//!   combiner): the count drops by one; the last user's CAS clears the whole
-//!   word and returns the set to the pool, all its queues empty.
+//! - **leave** (by a combiner, after its batch): the count drops by the
+//!   requests the batch served, the combiner's own included, in one CAS; the
+//!   last users' CAS clears the whole word and returns the set to the pool,
+//!   all its queues empty. A submitter whose request a combiner served does
+//!   not leave itself: its combiner left for it. So a request writes the
+//!   word once (its join), and a batch once more, rather than every request
+//!   twice: the word shares its line with the lock word, which the other
+//!   nodes' combiners wait on.
 //!
 //! An arrival that read the word and lost its CAS to a give-back only retries
 //! with the word it got back: it never touches a set it has not joined, so a
@@ -36,12 +41,15 @@
 //! to the allocator (the pool is a static array), so the diagnostics may read
 //! a set they have not joined.
 //!
-//! Why every queue is empty at the give-back: each request in a queue belongs
-//! to a thread that joined and has not left, because a submitter leaves only
-//! once its request is done (it is then no longer the tail: the combiner read
-//! its successor link, or closed the queue behind it), and a combiner leaves
-//! after its batch, which ends with the queue closed (its CAS to null) or
-//! handed to a waiter that is still a user.
+//! Why every queue is empty at the give-back: each request in a queue is
+//! counted, because a request's count is dropped only by the combiner that
+//! served it, after its batch, and a served request is no longer the tail
+//! (the combiner read its successor link, or closed the queue behind it);
+//! the batch ends with the queue closed (its CAS to null) or handed to a
+//! waiter whose request, not yet served, is still counted. A served
+//! submitter's last access to the set (its swap into the tail) comes before
+//! its link, which the combiner reads with Acquire before its Release leave:
+//! so it happens-before the give-back, as the combiner's own accesses do.
 //!
 //! # Fork
 //!
@@ -355,8 +363,8 @@ impl Binding {
         }
     }
 
-    /// Drops our user count of set `index`; the last user gives the set back.
-    fn leave(&self, index: u32) {
+    /// Drops `n` users of set `index`; the last ones give the set back.
+    fn leave(&self, index: u32, n: u64) {
         // Relaxed: a first guess for the CAS, which reads the word anew.
         let mut seen = self.word.load(Ordering::Relaxed);
         loop {
@@ -365,11 +373,14 @@ impl Binding {
                 u64::from(index) + 1,
                 "left a set not joined"
             );
-            let last = seen & USERS == 1;
-            let new = if last { 0 } else { seen - 1 };
+            debug_assert!(seen & USERS >= n, "left more users than joined");
+            let last = seen & USERS == n;
+            let new = if last { 0 } else { seen - n };
             // Success AcqRel. Release: our accesses to the set (our request's
-            // swap into a tail, a combiner's closing CAS) happen-before the
-            // last user's Acquire, and so before the set's next claim. Acquire
+            // swap into a tail, a combiner's closing CAS), and those of the
+            // submitters our batch served (each happens-before our Acquire
+            // read of its link), happen-before the last user's Acquire, and
+            // so before the set's next claim. Acquire
             // (the last user): collects every earlier user's Release (their
             // decrements are read-modify-writes, one release sequence), so
             // the set is given back after every access of its users.
@@ -428,11 +439,25 @@ impl Joined<'_> {
     pub(super) fn set(&self) -> &'static QueueSet {
         pool().set(self.index)
     }
+
+    /// Our request was served by another thread's batch, whose combiner
+    /// leaves for it: ends our use of the set without writing the word.
+    pub(super) fn served(self) {
+        core::mem::forget(self);
+    }
+
+    /// Leaves for the `served` requests of our batch, our own included
+    /// (`served >= 1`): one write of the word.
+    pub(super) fn leave_for(self, served: u32) {
+        let this = core::mem::ManuallyDrop::new(self);
+        this.binding.leave(this.index, u64::from(served));
+    }
 }
 
 impl Drop for Joined<'_> {
+    /// Leaves for ourselves alone (a request that ran without queueing).
     fn drop(&mut self) {
-        self.binding.leave(self.index);
+        self.binding.leave(self.index, 1);
     }
 }
 

@@ -379,20 +379,39 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
                 unsafe { self.run_unqueued(data, &slot, run) };
                 return slot;
             };
+            #[cfg(feature = "stats")]
+            {
+                self.lock.counters.binding_write();
+                self.lock.counters.combine_request();
+            }
             let queue = self.my_queue(&set);
-            let ((), slot) = Queued::with(slot, data, run, |request| {
+            let (served, slot) = Queued::with(slot, data, run, |request| {
                 let pred = enqueue(queue, request);
                 // SAFETY: forwarded; `request` was just enqueued on `queue`
                 // and lives (beside its slot) until `with` returns, after
                 // `serve`.
-                unsafe { self.serve(queue, request, pred) };
+                unsafe { self.serve(queue, request, pred) }
             });
             // Our last access to the set was in `serve` (our request is done,
-            // or our batch closed the queue or handed it on): leave it, which
-            // gives it back if we were its last user.
-            drop(set);
+            // or our batch closed the queue or handed it on).
+            self.end_use(set, served);
             slot
         })
+    }
+
+    /// Ends our use of the queue set after `serve`: a combiner leaves for
+    /// its whole batch (which gives the set back if no other request is
+    /// counted); a request that another thread's batch served was left for
+    /// by that combiner (see `combining/pool.rs`).
+    pub(super) fn end_use(&self, set: Joined<'_>, served: Served) {
+        match served {
+            Served::Done => set.served(),
+            Served::Combined(n) => {
+                #[cfg(feature = "stats")]
+                self.lock.counters.binding_write();
+                set.leave_for(n);
+            }
+        }
     }
 
     /// The rest of a queued request's life: links `request` behind `pred`
@@ -404,17 +423,23 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     /// `request` was enqueued on `queue` by [`enqueue`], which returned
     /// `pred`, and is not moved or freed before this returns; its slot and
     /// data are as [`combine`](RawCombiningMutex::combine) requires.
-    pub(super) unsafe fn serve(&self, queue: &Queue, request: &Request, pred: *mut Request) {
+    pub(super) unsafe fn serve(
+        &self,
+        queue: &Queue,
+        request: &Request,
+        pred: *mut Request,
+    ) -> Served {
         let me = ptr::from_ref(request).cast_mut();
         if !pred.is_null() {
-            // Release: publishes our request to the combiner that follows this
-            // link (Acquire) and runs our closure.
+            // Release: publishes our request (and, before it, our swap into
+            // the tail) to the combiner that follows this link (Acquire),
+            // runs our closure and leaves the queue set for us.
             // SAFETY: `pred` is not done before its combiner has read this
             // link (see the module docs), so it is alive.
             unsafe { (*pred).next.store(me, Ordering::Release) };
             // Acquire inside: pairs with the Release swap of DONE or COMBINER.
             if crate::node::wait_signal(&request.status, self.lock.config()) == DONE {
-                return;
+                return Served::Done;
             }
         }
         // We are our node's combiner.
@@ -422,17 +447,20 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
         // SAFETY: we hold the global lock; `me` heads `queue` (we swapped into
         // an empty queue, or the previous combiner made us the head).
         // (`request` lives until `serve` returns, after the batch.)
-        reentry::running(self.addr(), || unsafe { self.run_batch(queue, me) });
+        Served::Combined(reentry::running(self.addr(), || unsafe {
+            self.run_batch(queue, me)
+        }))
     }
 
     /// Runs the closures of `queue` from `first` (our own request) on, at
     /// most a batch, then releases the global lock and makes the next waiter
-    /// combiner, or closes the queue.
+    /// combiner, or closes the queue. Returns how many closures it ran, ours
+    /// included.
     ///
     /// # Safety
     ///
     /// We hold the global lock; `first` is our request and heads `queue`.
-    unsafe fn run_batch(&self, queue: &Queue, first: *mut Request) {
+    unsafe fn run_batch(&self, queue: &Queue, first: *mut Request) -> u32 {
         // The batch's clock starts when a second closure is found: a
         // combiner that serves only itself (no waiter of its node) reads no
         // clock, as a plain lock and unlock would not.
@@ -470,7 +498,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
                     // SAFETY: we hold the global lock (contract).
                     unsafe { self.lock.release() };
                     wake.wake_all();
-                    return;
+                    return served;
                 }
                 // A request swapped itself in behind `cur` and has not linked
                 // yet. Its link is usually a few instructions (and one line
@@ -491,7 +519,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
                         // takes the global lock anew).
                         // SAFETY: we hold the global lock (contract).
                         unsafe { self.release_and_hand_over(cur, first, wake) };
-                        return;
+                        return served;
                     }
                 }
             }
@@ -509,7 +537,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
                 // SAFETY: `next` waits (not run); this is our last access.
                 wake.hand_over(unsafe { finish(next, COMBINER) });
                 wake.wake_all();
-                return;
+                return served;
             }
             cur = next;
         }
@@ -544,6 +572,15 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
         last.hand_over(unsafe { finish(next, COMBINER) });
         last.wake_all();
     }
+}
+
+/// How a queued request's [`serve`](RawCombiningMutex::serve) ended.
+pub(super) enum Served {
+    /// Another thread's batch ran it (its combiner leaves the queue set for
+    /// it).
+    Done,
+    /// We were our node's combiner and ran this many closures, ours included.
+    Combined(u32),
 }
 
 /// The status words of served requests whose submitters parked, to wake

@@ -226,6 +226,39 @@ fn combiner_hands_over_after_a_batch() {
     );
 }
 
+/// The binding word shares its line with the lock word, which the other
+/// nodes' combiners wait on: a queued request writes it once (its join) and
+/// a batch once more (its combiner leaves for every request it served), so
+/// six requests served in one or two batches write it seven or eight times,
+/// not twelve.
+#[cfg(feature = "stats")]
+#[test]
+fn a_batch_leaves_the_queue_set_with_one_write() {
+    let _pool = pool_shared();
+    let m = Arc::new(CombiningMutex::new(Vec::new()));
+    let guard = m.lock();
+    let hs: Vec<_> = (1..=6)
+        .map(|i| {
+            spawn_queued(&m, move |m: &CombiningMutex<Vec<usize>>| {
+                (thread::current().id(), push(m, i))
+            })
+        })
+        .collect();
+    assert_eq!(m.queue_set().map(|(_, users)| users), Some(6));
+    drop(guard);
+    let out: Vec<(ThreadId, Ran)> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    // Each batch runs its combiner's own closure on its own thread.
+    let batches = out.len() - check_batches(&out);
+    assert_eq!(m.queue_set(), None, "the idle lock kept its queue set");
+    let stats = raw(&m).raw_lock().stats();
+    assert_eq!(stats.combine_requests, 6);
+    assert_eq!(
+        stats.binding_writes,
+        6 + batches as u64,
+        "binding-word writes for 6 requests in {batches} batches"
+    );
+}
+
 /// Spawns `f` and waits until its request is queued on node 0 of `lock`.
 fn spawn_queued_raw<X: Send + 'static>(
     lock: &Arc<RawCombiningMutex>,
@@ -356,8 +389,8 @@ fn combiner_waits_for_an_unlinked_successor_without_the_global_lock() {
     let got_lock = m.try_lock_for(Duration::from_secs(2)).is_some();
     // SAFETY: `request` was enqueued on `queue` just above and stays on this
     // frame; its slot runs on the mutex's data, reached only under the lock.
-    unsafe { raw(&m).serve(queue, &request, pred) };
-    drop(set);
+    let served = unsafe { raw(&m).serve(queue, &request, pred) };
+    raw(&m).end_use(set, served);
     // SAFETY: our request was served: nobody else accesses the slot.
     let ran_on = unsafe { slot.with_mut(|s| (*s).take_out()) };
     let a_ran_on = a.join().unwrap();
