@@ -34,6 +34,7 @@ fn spin_stats(s: numa_spin::Stats) -> LockStats {
         ("mode_switches", s.mode_switches),
         ("combine_requests", s.combine_requests),
         ("binding_writes", s.binding_writes),
+        ("combine_solo", s.combine_solo),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -53,6 +53,11 @@ pub struct Stats {
     /// made once for its whole batch. Successful compare-and-swaps only: a
     /// failed one moves the line too and is not counted.
     pub binding_writes: u64,
+    /// Combining lock: contended `combine` calls that took the global lock
+    /// directly, without a request, because their thread's last batches on
+    /// the lock served only itself
+    /// ([`COMBINE_SOLO_STREAK`](crate::combining::COMBINE_SOLO_STREAK)).
+    pub combine_solo: u64,
 }
 
 /// An HQ event counted by [`Counters::hq_event`].
@@ -94,6 +99,7 @@ pub(crate) struct Counters {
     mode_switches: AtomicU64,
     combine_requests: AtomicU64,
     binding_writes: AtomicU64,
+    combine_solo: AtomicU64,
     /// Node of the last holder, `u32::MAX` before the first acquisition.
     last_node: AtomicU32,
 }
@@ -124,6 +130,7 @@ impl Counters {
             mode_switches: AtomicU64::new(0),
             combine_requests: AtomicU64::new(0),
             binding_writes: AtomicU64::new(0),
+            combine_solo: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -143,6 +150,7 @@ impl Counters {
             mode_switches: AtomicU64::new(0),
             combine_requests: AtomicU64::new(0),
             binding_writes: AtomicU64::new(0),
+            combine_solo: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -206,6 +214,13 @@ impl Counters {
         self.binding_writes.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records a contended `combine` that skipped the request queue (by its
+    /// caller, before it holds the lock: an atomic add, Relaxed, as above).
+    #[inline]
+    pub(crate) fn combine_solo(&self) {
+        self.combine_solo.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A snapshot.
     pub(crate) fn snapshot(&self) -> Stats {
         Stats {
@@ -221,6 +236,7 @@ impl Counters {
             mode_switches: self.mode_switches.load(Ordering::Relaxed),
             combine_requests: self.combine_requests.load(Ordering::Relaxed),
             binding_writes: self.binding_writes.load(Ordering::Relaxed),
+            combine_solo: self.combine_solo.load(Ordering::Relaxed),
         }
     }
 }

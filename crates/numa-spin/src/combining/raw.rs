@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use super::pool::{Binding, Joined};
 use super::queue::{Queue, Queued, Request, enqueue};
 use super::{
-    COMBINE_BATCH, COMBINE_BATCH_NS, COMBINE_LINK_SPIN_NS, COMBINING_QUEUES, nesting, reentry,
+    COMBINE_BATCH, COMBINE_BATCH_NS, COMBINE_LINK_SPIN_NS, COMBINING_QUEUES, nesting, reentry, solo,
 };
 use crate::config::{Global, Tunables};
 use crate::raw_lock::RawLock;
@@ -197,6 +197,15 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
     {
         reentry::check(self.addr(), "combine");
         if self.lock.try_acquire() {
+            // SAFETY: acquired just above; the caller's contract.
+            return unsafe { self.run_held(data, f) };
+        }
+        // This thread's last batches here served only itself: wait for the
+        // global lock as `lock()` does (see `combining/solo.rs`).
+        if solo::skip_queue(self.addr() as usize) {
+            #[cfg(feature = "stats")]
+            self.lock.counters.combine_solo();
+            self.lock.acquire();
             // SAFETY: acquired just above; the caller's contract.
             return unsafe { self.run_held(data, f) };
         }
@@ -392,6 +401,7 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
                 // `serve`.
                 unsafe { self.serve(queue, request, pred) }
             });
+            solo::queued(self.addr() as usize, matches!(served, Served::Combined(1)));
             // Our last access to the set was in `serve` (our request is done,
             // or our batch closed the queue or handed it on).
             self.end_use(set, served);

@@ -259,6 +259,40 @@ fn a_batch_leaves_the_queue_set_with_one_write() {
     );
 }
 
+/// A thread whose contended calls were batches of one (it combined only
+/// its own closure) queues no request after `COMBINE_SOLO_STREAK` of them:
+/// it waits for the global lock as `lock()` does, and binds no queue set.
+#[test]
+fn solo_batches_send_the_next_contended_call_to_the_global_lock() {
+    let _pool = pool_shared();
+    let m = Arc::new(CombiningMutex::new(0u64));
+    let (go, rx) = std::sync::mpsc::channel::<()>();
+    let m2 = Arc::clone(&m);
+    let w = thread::spawn(move || {
+        let me = thread::current().id();
+        rx.into_iter()
+            .all(|()| m2.combine(|n| (*n += 1, thread::current().id() == me).1))
+    });
+    let global = || raw(&m).raw_lock().tail_word() & !3;
+    for round in 0..=COMBINE_SOLO_STREAK {
+        let guard = m.lock();
+        let before = global();
+        go.send(()).unwrap();
+        if round < COMBINE_SOLO_STREAK {
+            await_state("the request", || !tail0(&m).is_null());
+            assert!(m.queue_set().is_some(), "round {round}: no queue set");
+        } else {
+            await_state("the wait for the global lock", || global() != before);
+            assert_eq!(m.queue_set(), None, "a solo thread bound a queue set");
+            assert!(tail0(&m).is_null(), "a solo thread queued a request");
+        }
+        drop(guard);
+        await_state("the closure", || *m.lock() == u64::from(round) + 1);
+    }
+    drop(go);
+    assert!(w.join().unwrap(), "a closure ran on another thread");
+}
+
 /// Spawns `f` and waits until its request is queued on node 0 of `lock`.
 fn spawn_queued_raw<X: Send + 'static>(
     lock: &Arc<RawCombiningMutex>,
