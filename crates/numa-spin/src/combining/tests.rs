@@ -155,17 +155,29 @@ fn check_batches(out: &[(ThreadId, Ran)]) -> usize {
 fn queued_closures_run_on_the_combiner_in_order() {
     let _pool = pool_shared();
     let m = Arc::new(CombiningMutex::new(Vec::new()));
+    let out = serve_behind_a_guard(&m, 6, || ());
+    assert!(check_batches(&out) > 0, "no closure ran on a combiner");
+}
+
+/// Queues closures 1..=`n` (each pushing its number) behind a `lock()`
+/// guard, each from its own thread, calls `queued` once all wait, releases
+/// the guard and returns where each ran and the log it saw.
+fn serve_behind_a_guard(
+    m: &Arc<CombiningMutex<Vec<usize>>>,
+    n: usize,
+    queued: impl FnOnce(),
+) -> Vec<(ThreadId, Ran)> {
     let guard = m.lock();
-    let hs: Vec<_> = (1..=6)
+    let hs: Vec<_> = (1..=n)
         .map(|i| {
-            spawn_queued(&m, move |m: &CombiningMutex<Vec<usize>>| {
+            spawn_queued(m, move |m: &CombiningMutex<Vec<usize>>| {
                 (thread::current().id(), push(m, i))
             })
         })
         .collect();
+    queued();
     drop(guard);
-    let out: Vec<(ThreadId, Ran)> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-    assert!(check_batches(&out) > 0, "no closure ran on a combiner");
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 /// A closure that panics on the combiner panics its own caller, with its
@@ -208,16 +220,7 @@ fn combiner_hands_over_after_a_batch() {
     let _pool = pool_shared();
     let n = COMBINE_BATCH as usize + 2;
     let m = Arc::new(CombiningMutex::new(Vec::new()));
-    let guard = m.lock();
-    let hs: Vec<_> = (1..=n)
-        .map(|i| {
-            spawn_queued(&m, move |m: &CombiningMutex<Vec<usize>>| {
-                (thread::current().id(), push(m, i))
-            })
-        })
-        .collect();
-    drop(guard);
-    let out: Vec<(ThreadId, Ran)> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    let out = serve_behind_a_guard(&m, n, || ());
     check_batches(&out);
     let last = &out[n - 1];
     assert_ne!(
@@ -236,17 +239,9 @@ fn combiner_hands_over_after_a_batch() {
 fn a_batch_leaves_the_queue_set_with_one_write() {
     let _pool = pool_shared();
     let m = Arc::new(CombiningMutex::new(Vec::new()));
-    let guard = m.lock();
-    let hs: Vec<_> = (1..=6)
-        .map(|i| {
-            spawn_queued(&m, move |m: &CombiningMutex<Vec<usize>>| {
-                (thread::current().id(), push(m, i))
-            })
-        })
-        .collect();
-    assert_eq!(m.queue_set().map(|(_, users)| users), Some(6));
-    drop(guard);
-    let out: Vec<(ThreadId, Ran)> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    let out = serve_behind_a_guard(&m, 6, || {
+        assert_eq!(m.queue_set().map(|(_, users)| users), Some(6));
+    });
     // Each batch runs its combiner's own closure on its own thread.
     let batches = out.len() - check_batches(&out);
     assert_eq!(m.queue_set(), None, "the idle lock kept its queue set");
