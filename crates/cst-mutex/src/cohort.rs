@@ -9,7 +9,8 @@
 //!   is set (for the mutex: the word is exactly `LOCKED_BIT`).
 //! * Untimed slow path ([`crate::queue`]): after one yield (and, if the
 //!   yield showed the CPU shared with other threads, parking_lot's
-//!   spin-and-yield wait, [`Cohort::shared_cpu_spin`]) the waiter gets
+//!   spin-and-yield wait, [`Cohort::shared_cpu_spin`]; a thread whose
+//!   yields run other threads starts with that wait) the waiter gets
 //!   (allocates on first use) the snode of its node and joins the snode's
 //!   queue. Only the
 //!   queue's head waits for the lock; it registers in the snode and in the
@@ -293,7 +294,8 @@ impl Cohort {
             // One look first: a lock that is free (a spurious failure of the
             // fast path's weak CAS) is taken without allocating an snode.
             // Then one yield, and on a shared CPU parking_lot's wait
-            // (`shared_cpu_spin`); on a CPU of its own the pending spin, only
+            // (`shared_cpu_spin`, pauses first where this thread's yields
+            // run other threads); on a CPU of its own the pending spin, only
             // while nobody is queued or parked (a spin before the queue
             // whatever the waiters let arrivals take most releases from
             // woken waiters: on 2 CPUs with 32 threads their waits grew from
@@ -453,11 +455,15 @@ impl Cohort {
         }
     }
 
-    /// The first wait of an arrival that found the lock held: one yield,
-    /// and if that yield ran another thread for a time slice (or a waiter
-    /// saw that lately, [`crate::spin::cpus_contended`]), parking_lot's
-    /// schedule ([`SPIN_ROUNDS`](crate::spin::SPIN_ROUNDS) rounds: pauses,
-    /// then yields), taking the word whenever it is free.
+    /// The first wait of an arrival that found the lock held
+    /// ([`crate::spin::first_wait`]): one yield, and if that yield ran
+    /// another thread for a time slice, parking_lot's schedule
+    /// ([`SPIN_ROUNDS`](crate::spin::SPIN_ROUNDS) rounds: pauses, then
+    /// yields), taking the word whenever it is free. A thread whose last
+    /// yield ran another thread at all ([`crate::spin::yields_switch`]), or
+    /// any thread while a waiter saw a slow yield lately
+    /// ([`crate::spin::cpus_contended`]), starts with that schedule instead
+    /// of the yield.
     ///
     /// A queue serves its waiters in order, and on a CPU that other threads
     /// share a queued waiter is often not running when its turn comes: it
@@ -472,14 +478,24 @@ impl Cohort {
     /// ([`config::set_cpus`]) skips the yield, as it skips every other sign
     /// of shared CPUs. Not under loom (the models queue at once).
     ///
-    /// Measured on the 2-CPU development machine, threads on 2 virtual
-    /// nodes (`numa-bench compare --locks cst,parking_lot --workloads
-    /// locktorture,kv --threads 2,32 --virtual-nodes 2`, 3 interleaved
-    /// rounds), ratios to parking_lot: beside one CPU-bound thread (`--hog
-    /// 1`) locktorture at 32 threads 0.82 queueing at once, 1.01 with this
-    /// wait, and 0.79 and 0.97 at 2 threads; without it 1.12 and 1.42 at 32
-    /// threads. Queueing at once, 20-26 of the 32 workers slept at any time
-    /// beside the CPU-bound thread, against 1 of parking_lot's.
+    /// Where the yield does run another thread, it gives the CPU away for
+    /// 3-100 us, while a holder running on another CPU releases a short
+    /// critical section within a few pauses; hence the pauses first for a
+    /// thread whose yields switch. Measured on the 2-CPU development
+    /// machine: tokio's multi-thread runtime with 32 workers through the
+    /// parking_lot drop-in (`BACKENDS=cst THREADS=32 WORKLOADS=tokio
+    /// scripts/compat-bench.sh`, 12 interleaved rounds) ran at 0.85x
+    /// unpatched parking_lot yielding first (3,600-4,800 yields a second,
+    /// against parking_lot's 400) and 0.96x with the pauses first.
+    ///
+    /// Measured there too, threads on 2 virtual nodes (`numa-bench compare
+    /// --locks cst,parking_lot --workloads locktorture,kv --threads 2,32
+    /// --virtual-nodes 2`, 3 interleaved rounds), ratios to parking_lot:
+    /// beside one CPU-bound thread (`--hog 1`) locktorture at 32 threads
+    /// 0.82 queueing at once, 1.01 with this wait, and 0.79 and 0.97 at 2
+    /// threads; without it 1.12 and 1.42 at 32 threads. Queueing at once,
+    /// 20-26 of the 32 workers slept at any time beside the CPU-bound
+    /// thread, against 1 of parking_lot's.
     #[inline]
     fn shared_cpu_spin(&self) -> SharedCpu {
         #[cfg(numa_loom)]
@@ -491,17 +507,24 @@ impl Cohort {
             if config::cpus_forced() {
                 return SharedCpu::Own;
             }
-            if !crate::spin::cpus_contended() {
-                let slow = crate::spin::timed_yield();
+            use crate::spin::{FirstWait, PAUSE_ROUNDS, YieldSeen, timed_yield};
+            if crate::spin::first_wait() == FirstWait::Yield {
+                let seen = timed_yield();
                 if self.try_lock() {
                     return SharedCpu::Acquired;
                 }
-                if !slow {
+                if seen != YieldSeen::Slow {
                     return SharedCpu::Own;
                 }
             }
             for round in 1..=spin_rounds() {
-                spin_round(round);
+                if round <= PAUSE_ROUNDS {
+                    spin_round(round);
+                } else {
+                    // Timed, so that a yield that returns at once (the
+                    // other threads have stopped) ends the schedule's use.
+                    timed_yield();
+                }
                 if self.try_lock() {
                     return SharedCpu::Acquired;
                 }

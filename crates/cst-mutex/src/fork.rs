@@ -272,13 +272,16 @@ static PARKED: [ParkedSlot; PARKED_SLOTS] = [const {
 
 /// A thread's record of the keys it sleeps on (module docs, "The parent's
 /// sleepers in the child"), from before the parking lot can queue it until
-/// after it no longer does; dropping it frees the slot.
+/// after it no longer does; dropping it frees the slot. (The loom build's
+/// parking shim does not record: its models do not fork.)
+#[cfg_attr(numa_loom, allow(dead_code))]
 pub(crate) struct Parked {
     /// The slot's index + 1; 0: unrecorded.
     #[cfg(all(unix, not(numa_loom)))]
     slot: usize,
 }
 
+#[cfg_attr(numa_loom, allow(dead_code))]
 impl Parked {
     /// Records that this thread is about to park on `key`, and may be moved
     /// to `requeue_to` (0: never) while it sleeps.

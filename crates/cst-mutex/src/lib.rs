@@ -47,7 +47,10 @@
 //!   vCPU), it waits as parking_lot's waiters do (3 pause rounds, 7 yields,
 //!   taking the word whenever it is free) before it queues; a queued waiter
 //!   on a shared CPU would sleep until its turn while running threads take
-//!   the lock. Otherwise the first waiter of a lock that nobody else waits
+//!   the lock. A thread whose last yield ran another thread at all starts
+//!   with that wait (pauses first) instead of the yield, which would give
+//!   its CPU away for 3-100 us while the holder releases within a few
+//!   pauses. Otherwise the first waiter of a lock that nobody else waits
 //!   for spins on the word for up to 63 pauses (qspinlock's pending waiter),
 //!   and every other one queues. Queued
 //!   waiters and a head with waiters behind it spin 127 pauses; then, on an

@@ -223,25 +223,95 @@ pub(crate) fn cpus_contended() -> bool {
     }
 }
 
-/// Yields, and notes a slow yield for [`cpus_contended`]. Returns whether
-/// it was slow: another thread ran on this CPU for a time slice meanwhile.
+/// A `sched_yield` that returns this many [`ticks`] or more after it was
+/// called (about 8-20 us at 1-2.6 GHz) ran another thread on this CPU: a
+/// yield with nothing else to run returns in 0.3-1 us (1,000-2,500 ticks on
+/// the 2.6 GHz development machine), one that switches to another thread
+/// and back takes 3-100 us.
 #[cfg(not(numa_loom))]
-pub(crate) fn timed_yield() -> bool {
+const SWITCH_TICKS: u64 = 20_000;
+
+/// What a timed yield showed about the calling thread's CPU.
+#[cfg(not(numa_loom))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum YieldSeen {
+    /// It returned at once: nothing else wanted this CPU.
+    Returned,
+    /// Another thread ran meanwhile ([`SWITCH_TICKS`] or more).
+    Switched,
+    /// Another thread ran for a time slice ([`SLOW_YIELD_TICKS`] or more):
+    /// [`cpus_contended`] is true for the next few milliseconds.
+    Slow,
+}
+
+#[cfg(not(numa_loom))]
+std::thread_local! {
+    /// Whether this thread's last timed yield ran another thread
+    /// ([`yields_switch`]). Const-initialised, no destructor: usable from
+    /// any thread at any time (a `#[global_allocator]`, a TLS destructor).
+    static YIELDS_SWITCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread's last timed yield ran another thread: the
+/// threads it shares its CPU with were runnable then. Per thread, so no
+/// shared line is written.
+#[cfg(not(numa_loom))]
+#[inline]
+pub(crate) fn yields_switch() -> bool {
+    YIELDS_SWITCH.try_with(|c| c.get()).unwrap_or(false)
+}
+
+/// How an untimed waiter that found the lock held begins to wait
+/// (`Cohort::shared_cpu_spin`).
+#[cfg(not(numa_loom))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FirstWait {
+    /// One timed yield: if it returns at once, the thread has a CPU of its
+    /// own and goes on to CST's paths (the pending spin, the queue).
+    Yield,
+    /// parking_lot's schedule ([`PAUSE_ROUNDS`] rounds of pauses, then
+    /// yields), taking the lock whenever it is free: the thread's CPU is
+    /// shared ([`cpus_contended`], [`yields_switch`]), where a yield gives
+    /// the CPU to another thread for 3-100 us while the holder, running on
+    /// another CPU, releases within a few pauses.
+    Schedule,
+}
+
+/// [`FirstWait::Schedule`] while this thread's yields run other threads or
+/// the process's CPUs are contended; else [`FirstWait::Yield`].
+#[cfg(not(numa_loom))]
+pub(crate) fn first_wait() -> FirstWait {
+    if cpus_contended() || yields_switch() {
+        FirstWait::Schedule
+    } else {
+        FirstWait::Yield
+    }
+}
+
+/// Yields, notes a slow yield for [`cpus_contended`] and a switching one
+/// for [`yields_switch`], and says which it was.
+#[cfg(not(numa_loom))]
+pub(crate) fn timed_yield() -> YieldSeen {
     let start = ticks();
     sync::yield_now();
     let end = ticks();
-    let slow = end.saturating_sub(start) >= SLOW_YIELD_TICKS;
-    if slow {
-        // Relaxed: a hint (see `cpus_contended`). Written only when it
-        // moves forward by a good part of its span, so the line is not
-        // written at every slow yield.
-        let c = &CONTENDED_UNTIL;
-        let until = end.saturating_add(CONTENDED_TICKS);
-        if c.load(std::sync::atomic::Ordering::Relaxed) < until - CONTENDED_TICKS / 4 {
-            c.store(until, std::sync::atomic::Ordering::Relaxed);
-        }
+    let took = end.saturating_sub(start);
+    let _ = YIELDS_SWITCH.try_with(|c| c.set(took >= SWITCH_TICKS));
+    if took < SWITCH_TICKS {
+        return YieldSeen::Returned;
     }
-    slow
+    if took < SLOW_YIELD_TICKS {
+        return YieldSeen::Switched;
+    }
+    // Relaxed: a hint (see `cpus_contended`). Written only when it moves
+    // forward by a good part of its span, so the line is not written at
+    // every slow yield.
+    let c = &CONTENDED_UNTIL;
+    let until = end.saturating_add(CONTENDED_TICKS);
+    if c.load(std::sync::atomic::Ordering::Relaxed) < until - CONTENDED_TICKS / 4 {
+        c.store(until, std::sync::atomic::Ordering::Relaxed);
+    }
+    YieldSeen::Slow
 }
 
 /// The least yields of a waiter on a lock that is not oversubscribed,
@@ -328,5 +398,96 @@ impl HeadSpin {
             }
             self.spin.spin()
         }
+    }
+}
+
+#[cfg(all(test, not(numa_loom), target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Pins the calling thread to `cpu`.
+    fn pin_to(cpu: usize) {
+        // SAFETY: an all-zero `cpu_set_t` is the empty set; `CPU_SET` writes
+        // inside the set we own; `sched_setaffinity` reads it.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        assert_eq!(rc, 0, "sched_setaffinity to CPU {cpu}");
+    }
+
+    /// A yield while another thread is runnable on the same CPU runs that
+    /// thread: it is seen, and the thread's next wait starts with
+    /// parking_lot's schedule instead of giving its CPU away.
+    #[test]
+    fn a_yield_that_runs_another_thread_makes_the_next_wait_spin_first() {
+        // SAFETY: `sched_getcpu` has no preconditions.
+        let cpu = unsafe { libc::sched_getcpu() };
+        assert!(cpu >= 0, "sched_getcpu");
+        let cpu = cpu as usize;
+        pin_to(cpu);
+        let (running, stop) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let spinner = {
+            let (running, stop) = (running.clone(), stop.clone());
+            std::thread::spawn(move || {
+                pin_to(cpu);
+                running.store(true, Ordering::SeqCst);
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        while !running.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // The spinner is runnable on our CPU and never sleeps. The scheduler
+        // runs it at our yield once our CPU time is about level with its
+        // own (CFS picks the yielder again while the other thread's virtual
+        // runtime is ahead by more than its wake-up granularity): spin
+        // between the yields, as a thread with work does, until one switches.
+        let mut seen = YieldSeen::Returned;
+        let (mut switch, mut plan) = (false, FirstWait::Yield);
+        for _ in 0..100_000 {
+            let start = ticks();
+            while ticks().wrapping_sub(start) < 50_000 {
+                std::hint::spin_loop();
+            }
+            seen = timed_yield();
+            // A slow yield also marks the process's CPUs contended, which
+            // alone would choose the schedule: forget that mark (its
+            // loss only costs other tests' waiters a yield), so the plan
+            // below comes from this thread's note alone.
+            CONTENDED_UNTIL.store(0, std::sync::atomic::Ordering::Relaxed);
+            (switch, plan) = (yields_switch(), first_wait());
+            if seen != YieldSeen::Returned && !cpus_contended() {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        assert_ne!(
+            seen,
+            YieldSeen::Returned,
+            "no yield beside a runnable thread ran it"
+        );
+        assert!(switch, "the switching yield was not noted");
+        assert_eq!(plan, FirstWait::Schedule);
+        // A yield with nothing else to run on our CPU clears the note.
+        // (Other processes may take the CPU: look until one returns at once.)
+        for _ in 0..100_000 {
+            if timed_yield() == YieldSeen::Returned {
+                break;
+            }
+        }
+        assert!(
+            !yields_switch(),
+            "a yield that returned at once left the note set"
+        );
     }
 }
