@@ -484,9 +484,15 @@ impl Cohort {
     /// thread whose yields switch. Measured on the 2-CPU development
     /// machine: tokio's multi-thread runtime with 32 workers through the
     /// parking_lot drop-in (`BACKENDS=cst THREADS=32 WORKLOADS=tokio
-    /// scripts/compat-bench.sh`, 12 interleaved rounds) ran at 0.85x
-    /// unpatched parking_lot yielding first (3,600-4,800 yields a second,
-    /// against parking_lot's 400) and 0.96x with the pauses first.
+    /// scripts/compat-bench.sh`, 7-24 interleaved rounds) ran at
+    /// 0.84-0.89x unpatched parking_lot yielding first (3,600-4,800 yields
+    /// a second, against parking_lot's 400) and 0.94-0.96x with the pauses
+    /// first. The price is locktorture at 32 threads with nothing else on
+    /// the CPUs (`numa-bench compare`, 8 interleaved rounds): the waiters
+    /// now catch releases during their pauses, so the lock changes hands
+    /// (and virtual nodes) 210-280 times per 1,000 acquisitions instead of
+    /// 20-50, its p99 acquire latency fell from 53-91 us to 0.3 us, and its
+    /// throughput from 1.13-1.15x parking_lot to 0.92-0.96x.
     ///
     /// Measured there too, threads on 2 virtual nodes (`numa-bench compare
     /// --locks cst,parking_lot --workloads locktorture,kv --threads 2,32
