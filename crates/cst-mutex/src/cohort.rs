@@ -463,7 +463,9 @@ impl Cohort {
     /// yield ran another thread at all ([`crate::spin::yields_switch`]), or
     /// any thread while a waiter saw a slow yield lately
     /// ([`crate::spin::cpus_contended`]), starts with that schedule instead
-    /// of the yield.
+    /// of the yield. A yield of the schedule that returns at once (while
+    /// the CPUs are not contended) ends it: the waiter goes on as on a CPU
+    /// of its own, so a note that went stale costs one wait 7 pauses.
     ///
     /// A queue serves its waiters in order, and on a CPU that other threads
     /// share a queued waiter is often not running when its turn comes: it
@@ -488,11 +490,12 @@ impl Cohort {
     /// 0.84-0.89x unpatched parking_lot yielding first (3,600-4,800 yields
     /// a second, against parking_lot's 400) and 0.94-0.96x with the pauses
     /// first. The price is locktorture at 32 threads with nothing else on
-    /// the CPUs (`numa-bench compare`, 8 interleaved rounds): the waiters
-    /// now catch releases during their pauses, so the lock changes hands
-    /// (and virtual nodes) 210-280 times per 1,000 acquisitions instead of
-    /// 20-50, its p99 acquire latency fell from 53-91 us to 0.3 us, and its
-    /// throughput from 1.13-1.15x parking_lot to 0.92-0.96x.
+    /// the CPUs (`numa-bench compare`, 6-8 interleaved rounds per run): the
+    /// waiters now catch releases during their pauses, so in most rounds
+    /// the lock changes hands (and virtual nodes) 200-480 times per 1,000
+    /// acquisitions instead of 20-50, its p99 acquire latency fell from
+    /// 53-91 us to 0.1-0.4 us, and its throughput from 1.13-1.15x
+    /// parking_lot to 0.92-1.01x (medians of three runs).
     ///
     /// Measured there too, threads on 2 virtual nodes (`numa-bench compare
     /// --locks cst,parking_lot --workloads locktorture,kv --threads 2,32
@@ -524,15 +527,20 @@ impl Cohort {
                 }
             }
             for round in 1..=spin_rounds() {
-                if round <= PAUSE_ROUNDS {
+                let seen = if round <= PAUSE_ROUNDS {
                     spin_round(round);
+                    None
                 } else {
-                    // Timed, so that a yield that returns at once (the
-                    // other threads have stopped) ends the schedule's use.
-                    timed_yield();
-                }
+                    Some(timed_yield())
+                };
                 if self.try_lock() {
                     return SharedCpu::Acquired;
+                }
+                // A yield that returned at once (it also cleared the note):
+                // nothing else wants this CPU now, so the waiter goes on as
+                // on a CPU of its own.
+                if seen == Some(YieldSeen::Returned) && !crate::spin::cpus_contended() {
+                    return SharedCpu::Own;
                 }
             }
             SharedCpu::Shared
