@@ -72,11 +72,12 @@ fn diff_prints_ratios_of_matched_points() {
         .unwrap_or_else(|| panic!("no cna row: {stdout}"));
     let cols: Vec<&str> = cna.split_whitespace().collect();
     // workload threads lock old new ratio old_fair new_fair ratio old_p99 new_p99 ratio
+    // old_vs_pl new_vs_pl ratio
     assert_eq!(
         cols,
         [
             "kv", "2", "cna", "2.000", "3.000", "1.500", "0.500", "0.550", "1.100", "1000", "500",
-            "0.500"
+            "0.500", "0.500", "0.750", "1.500"
         ],
         "{stdout}"
     );
