@@ -360,6 +360,32 @@ fn describe(c: &Option<Conditions>) -> String {
     }
 }
 
+/// Appends, per lock, the geometric mean of `metric` over the rows that have
+/// it (nothing when no row has it).
+fn geometric_means(s: &mut String, what: &str, d: &Diff, metric: fn(&Row) -> Option<f64>) {
+    let mut by_lock: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in &d.rows {
+        if let Some(x) = metric(r) {
+            by_lock.entry(r.key.lock.as_str()).or_default().push(x);
+        }
+    }
+    if by_lock.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n# {what} NEW/OLD per lock (geometric mean over its matched points)"
+    );
+    for (lock, v) in by_lock {
+        let _ = writeln!(
+            s,
+            "{lock:<15} {:>7} over {} point(s)",
+            fmt_ratio(geometric_mean(&v)),
+            v.len()
+        );
+    }
+}
+
 /// The report: a header naming both inputs, one row per matched point, the
 /// unmatched keys, and per-lock geometric means of the throughput ratios.
 pub fn render_diff(d: &Diff) -> String {
@@ -476,38 +502,8 @@ pub fn render_diff(d: &Diff) -> String {
             }
         }
     }
-    let mut by_lock: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for r in &d.rows {
-        if let Some(x) = r.throughput_ratio() {
-            by_lock.entry(r.key.lock.as_str()).or_default().push(x);
-        }
-    }
-    s.push_str("\n# throughput NEW/OLD per lock (geometric mean over its matched points)\n");
-    for (lock, v) in by_lock {
-        let _ = writeln!(
-            s,
-            "{lock:<15} {:>7} over {} point(s)",
-            fmt_ratio(geometric_mean(&v)),
-            v.len()
-        );
-    }
-    let mut vs_by_lock: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for r in &d.rows {
-        if let Some(x) = r.vs_baseline_ratio() {
-            vs_by_lock.entry(r.key.lock.as_str()).or_default().push(x);
-        }
-    }
-    if !vs_by_lock.is_empty() {
-        s.push_str("\n# vs_pl NEW/OLD per lock (geometric mean over its matched points)\n");
-        for (lock, v) in vs_by_lock {
-            let _ = writeln!(
-                s,
-                "{lock:<15} {:>7} over {} point(s)",
-                fmt_ratio(geometric_mean(&v)),
-                v.len()
-            );
-        }
-    }
+    geometric_means(&mut s, "throughput", d, Row::throughput_ratio);
+    geometric_means(&mut s, "vs_pl", d, Row::vs_baseline_ratio);
     s
 }
 
