@@ -37,7 +37,7 @@ use serde_json::Value;
 
 use crate::BenchError;
 use crate::metrics::{Point, summarise_repeats};
-use crate::report::{BASELINE, Conditions, ratio_to};
+use crate::report::{BASELINE, Conditions, baseline_for, ratio_to};
 
 /// What makes two points comparable.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -203,14 +203,7 @@ pub fn vs_baseline(points: &[Point], p: &Point) -> Option<f64> {
     if p.lock == BASELINE {
         return None;
     }
-    let key = Key::of(p);
-    let base = points.iter().find(|b| {
-        b.lock == BASELINE
-            && Key {
-                lock: p.lock.clone(),
-                ..Key::of(b)
-            } == key
-    })?;
+    let base = baseline_for(points, p)?;
     ratio_to(p, base, |x| x.throughput_ops_per_us).map(|(median, _)| median)
 }
 

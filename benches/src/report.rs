@@ -185,6 +185,18 @@ impl Conditions {
 /// The baseline lock for the `vs` column, if it is among the points.
 pub const BASELINE: &str = "parking_lot";
 
+/// The [`BASELINE`] point among `points` at `p`'s workload, thread count,
+/// workload parameters and hog threads.
+pub fn baseline_for<'a>(points: &'a [Point], p: &Point) -> Option<&'a Point> {
+    points.iter().find(|b| {
+        b.lock == BASELINE
+            && b.workload == p.workload
+            && b.threads == p.threads
+            && b.workload_params == p.workload_params
+            && b.hog_threads == p.hog_threads
+    })
+}
+
 /// The median and the min-max of `metric(p) / metric(base)` over paired repeats
 /// (repeat `i` of each, which ran close together in time); the ratio of the two
 /// medians when either point has no raw repeats or their counts differ. `None`
@@ -255,13 +267,7 @@ pub fn table(points: &[Point]) -> String {
         if i > 0 && (points[i - 1].workload != p.workload || points[i - 1].threads != p.threads) {
             s.push('\n');
         }
-        let base = points.iter().find(|b| {
-            b.lock == BASELINE
-                && b.workload == p.workload
-                && b.threads == p.threads
-                && b.workload_params == p.workload_params
-                && b.hog_threads == p.hog_threads
-        });
+        let base = baseline_for(points, p);
         let vs = base.and_then(|b| ratio_to(p, b, |x| x.throughput_ops_per_us));
         let p99 = base.and_then(|b| ratio_to(p, b, |x| x.acquire_latency_ns.p99 as f64));
         let repeats = p.repeats.min(base.map_or(1, |b| b.repeats));
