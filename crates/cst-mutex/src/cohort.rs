@@ -7,12 +7,11 @@
 //!
 //! * Fast path: CAS `LOCKED_BIT` in; unlock CASes it out when nothing else
 //!   is set (for the mutex: the word is exactly `LOCKED_BIT`).
-//! * Untimed slow path ([`crate::queue`]): after one yield (and, if the
-//!   yield showed the CPU shared with other threads, parking_lot's
-//!   spin-and-yield wait, [`Cohort::shared_cpu_spin`]; a thread whose
-//!   yields run other threads starts with that wait) the waiter gets
-//!   (allocates on first use) the snode of its node and joins the snode's
-//!   queue. Only the
+//! * Untimed slow path ([`crate::queue`]): parking_lot's spin-and-yield
+//!   wait ([`Cohort::shared_cpu_spin`]), which on a CPU of the thread's own
+//!   ends as soon as a queue has formed, and on a CPU shared with other
+//!   threads runs its whole schedule; then the waiter gets (allocates on
+//!   first use) the snode of its node and joins the snode's queue. Only the
 //!   queue's head waits for the lock; it registers in the snode and in the
 //!   word's head count, so unlocks take the slow path and can hand it the lock
 //!   with one swap (a *grant*). The others spin on their own queue node, then
@@ -88,7 +87,8 @@ enum SharedCpu {
     /// Its CPU is shared with other threads and it waited as parking_lot's
     /// waiters do: it queues now.
     Shared,
-    /// Its yield returned at once: it has a CPU to itself.
+    /// It has a CPU to itself (as far as its yields showed): it goes on to
+    /// the pending spin and the queue.
     Own,
 }
 
@@ -293,10 +293,10 @@ impl Cohort {
         if deadline.is_none() && crate::spin::budget_allows_queueing() {
             // One look first: a lock that is free (a spurious failure of the
             // fast path's weak CAS) is taken without allocating an snode.
-            // Then one yield, and on a shared CPU parking_lot's wait
-            // (`shared_cpu_spin`, pauses first where this thread's yields
-            // run other threads); on a CPU of its own the pending spin, only
-            // while nobody is queued or parked (a spin before the queue
+            // Then parking_lot's wait (`shared_cpu_spin`: until a queue
+            // forms, on a CPU of this thread's own); on a CPU of its own the
+            // pending spin, only while nobody is queued or parked (a spin
+            // before the queue
             // whatever the waiters let arrivals take most releases from
             // woken waiters: on 2 CPUs with 32 threads their waits grew from
             // a few to 50-80 milliseconds).
@@ -455,46 +455,64 @@ impl Cohort {
         }
     }
 
-    /// The first wait of an arrival that found the lock held
-    /// ([`crate::spin::first_wait`]): one yield, and if that yield ran
-    /// another thread for a time slice, parking_lot's schedule
-    /// ([`SPIN_ROUNDS`](crate::spin::SPIN_ROUNDS) rounds: pauses, then
-    /// yields), taking the word whenever it is free. A thread whose last
-    /// yield ran another thread at all ([`crate::spin::yields_switch`]), or
-    /// any thread while a waiter saw a slow yield lately
-    /// ([`crate::spin::cpus_contended`]), starts with that schedule instead
-    /// of the yield. A yield of the schedule that returns at once (while
-    /// the CPUs are not contended) ends it: the waiter goes on as on a CPU
-    /// of its own, so a note that went stale costs one wait 7 pauses.
+    /// The first wait of an arrival that found the lock held: parking_lot's
+    /// schedule ([`SPIN_ROUNDS`](crate::spin::SPIN_ROUNDS) rounds: 3 rounds
+    /// of pauses, then timed yields), taking the word whenever it is free.
+    /// How it ends depends on what the thread knows of its CPU
+    /// ([`crate::spin::first_wait`]):
+    /// - a CPU of its own (its last yield returned at once, and no waiter
+    ///   saw a slow yield lately): it ends as soon as a queue has formed (a
+    ///   registered head or a parked waiter in the word), and the waiter
+    ///   joins it; alone, after the whole schedule. A yield that lasted a
+    ///   time slice turns it into the next case;
+    /// - a shared CPU (its last yield ran another thread, or a waiter saw a
+    ///   slow yield lately, [`crate::spin::cpus_contended`]): the whole
+    ///   schedule, unless one of its yields returns at once while the CPUs
+    ///   are not contended (the waiter then goes on as on a CPU of its own,
+    ///   so a note that went stale costs one wait 7 pauses).
+    ///
+    /// Where every thread has a CPU and the lock is hot, a queue is formed
+    /// almost always, and an arrival joins it after a few pauses: CST's
+    /// queue and batches are what a machine with enough CPUs sees. A forced
+    /// CPU count ([`config::set_cpus`]) skips this wait, as it skips every
+    /// other sign of shared CPUs. Not under loom (the models queue at once).
+    ///
+    /// Two threads taking turns on two CPUs never form a queue, so they wait
+    /// as parking_lot's waiters do. Measured on the 2-CPU development machine
+    /// (threads on 2 virtual nodes, `numa-bench compare --locks
+    /// cst,parking_lot --workloads locktorture,kv --threads 2 --repeat 5
+    /// --duration 0.3s`, 10 interleaved rounds, medians of per-repeat ratios
+    /// to parking_lot), against one yield first and then the pending spin
+    /// ([`Cohort::pending_spin`]) on a CPU of its own:
+    /// - kv (a map read 90% of the time, little work between calls): 0.965
+    ///   against 0.905 (the waiter lost its turns during the yield);
+    /// - locktorture: 1.01 against 1.25 (the yield left the holder runs of
+    ///   acquisitions with the lock's and the data's lines local).
+    ///
+    /// Queueing after the pending spin alone, with no wait before it, ran
+    /// locktorture at 0.60.
     ///
     /// A queue serves its waiters in order, and on a CPU that other threads
     /// share a queued waiter is often not running when its turn comes: it
     /// sleeps until head-ship while running threads take the lock, and a
     /// sleeping waiter leaves its share of the CPU to the other threads
-    /// (which may not want the lock at all). A waiter that yields and
-    /// retries instead gets the lock the next time it runs while the lock
-    /// is free, and the yield runs a holder that was preempted on this CPU.
-    /// Where every thread has a CPU the yield returns at once and the
-    /// waiter goes on to the pending spin and the queue, so CST's queue and
-    /// batches are what a machine with enough CPUs sees; a forced CPU count
-    /// ([`config::set_cpus`]) skips the yield, as it skips every other sign
-    /// of shared CPUs. Not under loom (the models queue at once).
-    ///
-    /// Where the yield does run another thread, it gives the CPU away for
-    /// 3-100 us, while a holder running on another CPU releases a short
-    /// critical section within a few pauses; hence the pauses first for a
-    /// thread whose yields switch. Measured on the 2-CPU development
-    /// machine: tokio's multi-thread runtime with 32 workers through the
-    /// parking_lot drop-in (`BACKENDS=cst THREADS=32 WORKLOADS=tokio
-    /// scripts/compat-bench.sh`, 7-24 interleaved rounds) ran at
-    /// 0.84-0.89x unpatched parking_lot yielding first (3,600-4,800 yields
-    /// a second, against parking_lot's 400) and 0.94-0.96x with the pauses
-    /// first. The price is locktorture at 32 threads with nothing else on
-    /// the CPUs (`numa-bench compare`, 6-8 interleaved rounds per run): the
-    /// waiters now catch releases during their pauses, so in most rounds
-    /// the lock changes hands (and virtual nodes) 200-480 times per 1,000
-    /// acquisitions instead of 20-50, its p99 acquire latency fell from
-    /// 53-91 us to 0.1-0.4 us, and its throughput from 1.13-1.15x
+    /// (which may not want the lock at all). A waiter that spins and yields
+    /// instead gets the lock the next time it runs while the lock is free,
+    /// and the yields run a holder that was preempted on this CPU. Pauses
+    /// come first because a yield that does run another thread gives the
+    /// CPU away for 3-100 us, while a holder running on another CPU
+    /// releases a short critical section within a few pauses. Measured on
+    /// the 2-CPU development machine: tokio's multi-thread runtime with 32
+    /// workers through the parking_lot drop-in (`BACKENDS=cst THREADS=32
+    /// WORKLOADS=tokio scripts/compat-bench.sh`, 7-24 interleaved rounds)
+    /// ran at 0.84-0.89x unpatched parking_lot yielding first (3,600-4,800
+    /// yields a second, against parking_lot's 400) and 0.94-0.96x with the
+    /// pauses first. The price is locktorture at 32 threads with nothing
+    /// else on the CPUs (`numa-bench compare`, 6-8 interleaved rounds per
+    /// run): the waiters now catch releases during their pauses, so in most
+    /// rounds the lock changes hands (and virtual nodes) 200-480 times per
+    /// 1,000 acquisitions instead of 20-50, its p99 acquire latency fell
+    /// from 53-91 us to 0.1-0.4 us, and its throughput from 1.13-1.15x
     /// parking_lot to 0.92-1.01x (medians of three runs).
     ///
     /// Measured there too, threads on 2 virtual nodes (`numa-bench compare
@@ -505,16 +523,6 @@ impl Cohort {
     /// threads; without it 1.12 and 1.42 at 32 threads. Queueing at once,
     /// 20-26 of the 32 workers slept at any time beside the CPU-bound
     /// thread, against 1 of parking_lot's.
-    ///
-    /// With nothing else to run, the first yield returns within about a
-    /// microsecond and acts as a back-off, which helps one workload and
-    /// costs another. At 2 threads (same command, `--repeat 5 --duration
-    /// 0.3s`, 4-5 interleaved runs, medians of per-repeat ratios to
-    /// parking_lot), the yield against parking_lot's schedule in its place:
-    /// - locktorture: 1.13-1.21 against 0.93, since the holder's run of
-    ///   acquisitions keeps the lock's and the data's lines local;
-    /// - kv (a map read 90% of the time, little work between calls):
-    ///   0.88-0.94 against 0.90-0.96, since the waiter loses its turns.
     #[inline]
     fn shared_cpu_spin(&self) -> SharedCpu {
         #[cfg(numa_loom)]
@@ -526,16 +534,8 @@ impl Cohort {
             if config::cpus_forced() {
                 return SharedCpu::Own;
             }
-            use crate::spin::{FirstWait, PAUSE_ROUNDS, YieldSeen, timed_yield};
-            if crate::spin::first_wait() == FirstWait::Yield {
-                let seen = timed_yield();
-                if self.try_lock() {
-                    return SharedCpu::Acquired;
-                }
-                if seen != YieldSeen::Slow {
-                    return SharedCpu::Own;
-                }
-            }
+            use crate::spin::{FirstWait, PAUSE_ROUNDS, YieldSeen, cpus_contended, timed_yield};
+            let mut own = crate::spin::first_wait() == FirstWait::Own;
             for round in 1..=spin_rounds() {
                 let seen = if round <= PAUSE_ROUNDS {
                     spin_round(round);
@@ -546,14 +546,27 @@ impl Cohort {
                 if self.try_lock() {
                     return SharedCpu::Acquired;
                 }
-                // A yield that returned at once (it also cleared the note):
-                // nothing else wants this CPU now, so the waiter goes on as
-                // on a CPU of its own.
-                if seen == Some(YieldSeen::Returned) && !crate::spin::cpus_contended() {
+                match seen {
+                    // Another thread ran for a time slice: the CPU is shared.
+                    Some(YieldSeen::Slow) => own = false,
+                    // A yield that returned at once (it also cleared the
+                    // note): nothing else wants this CPU now, so the waiter
+                    // goes on as on a CPU of its own.
+                    Some(YieldSeen::Returned) if !own && !cpus_contended() => {
+                        return SharedCpu::Own;
+                    }
+                    _ => {}
+                }
+                // Relaxed: a hint; the queue orders whatever it finds.
+                if own && self.state.load(Ordering::Relaxed) & (HEAD_MASK | PARKED_MASK) != 0 {
                     return SharedCpu::Own;
                 }
             }
-            SharedCpu::Shared
+            if own {
+                SharedCpu::Own
+            } else {
+                SharedCpu::Shared
+            }
         }
     }
 

@@ -41,18 +41,20 @@
 //!   that node contends; a mutex gives its snodes back to a process-wide pool
 //!   when its contention ends, so an idle mutex is two words and holds no
 //!   heap memory (an rwlock keeps its snodes until it is dropped);
-//! * **spin, then park**: an untimed waiter that finds the lock held yields
-//!   once. If that yield ran another thread for a time slice (its CPU is
-//!   shared: more threads than CPUs, a CPU-bound neighbour, a preempted
-//!   vCPU), it waits as parking_lot's waiters do (3 pause rounds, 7 yields,
-//!   taking the word whenever it is free) before it queues; a queued waiter
-//!   on a shared CPU would sleep until its turn while running threads take
-//!   the lock. A thread whose last yield ran another thread at all starts
-//!   with that wait (pauses first) instead of the yield, which would give
-//!   its CPU away for 3-100 us while the holder releases within a few
-//!   pauses. Otherwise the first waiter of a lock that nobody else waits
-//!   for spins on the word for up to 63 pauses (qspinlock's pending waiter),
-//!   and every other one queues. Queued
+//! * **spin, then park**: an untimed waiter that finds the lock held waits
+//!   as parking_lot's waiters do (3 pause rounds, 7 yields, taking the word
+//!   whenever it is free). On a CPU of its own (its last yield returned at
+//!   once) that wait ends as soon as a queue has formed (a registered head
+//!   or a parked waiter), and the waiter joins the queue. On a shared CPU
+//!   (a yield that ran another thread: more threads than CPUs, a CPU-bound
+//!   neighbour, a preempted vCPU) it runs the whole schedule before it
+//!   queues; a queued waiter on a shared CPU would sleep until its turn
+//!   while running threads take the lock. The pauses come first because a
+//!   yield that runs another thread gives the CPU away for 3-100 us, while
+//!   the holder releases within a few pauses. Then, on a CPU of its own,
+//!   the first waiter of a lock that nobody else waits for spins on the
+//!   word for up to 63 pauses more (qspinlock's pending waiter), and every
+//!   other one queues. Queued
 //!   waiters and a head with waiters behind it spin 127 pauses; then, on an
 //!   oversubscribed lock (more waiters than [`cpus`], or CPUs seen taken by
 //!   other threads: a yield that lasted a time slice), they yield for up to

@@ -261,30 +261,29 @@ pub(crate) fn yields_switch() -> bool {
     YIELDS_SWITCH.try_with(|c| c.get()).unwrap_or(false)
 }
 
-/// How an untimed waiter that found the lock held begins to wait
-/// (`Cohort::shared_cpu_spin`).
+/// What an untimed waiter that found the lock held takes its CPU to be
+/// (`Cohort::shared_cpu_spin`, which waits with parking_lot's schedule in
+/// both cases and reads its yields by this).
 #[cfg(not(numa_loom))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FirstWait {
-    /// One timed yield: if it returns at once, the thread has a CPU of its
-    /// own and goes on to CST's paths (the pending spin, the queue).
-    Yield,
-    /// parking_lot's schedule ([`PAUSE_ROUNDS`] rounds of pauses, then
-    /// yields), taking the lock whenever it is free: the thread's CPU is
-    /// shared ([`cpus_contended`], [`yields_switch`]), where a yield gives
-    /// the CPU to another thread for 3-100 us while the holder, running on
-    /// another CPU, releases within a few pauses.
-    Schedule,
+    /// A CPU of its own: the wait ends once a queue has formed, and the
+    /// waiter joins it (CST's paths: the pending spin, the queue).
+    Own,
+    /// A CPU shared with other threads ([`cpus_contended`],
+    /// [`yields_switch`]): the whole schedule, unless a yield returns at
+    /// once.
+    Shared,
 }
 
-/// [`FirstWait::Schedule`] while this thread's yields run other threads or
-/// the process's CPUs are contended; else [`FirstWait::Yield`].
+/// [`FirstWait::Shared`] while this thread's yields run other threads or
+/// the process's CPUs are contended; else [`FirstWait::Own`].
 #[cfg(not(numa_loom))]
 pub(crate) fn first_wait() -> FirstWait {
     if cpus_contended() || yields_switch() {
-        FirstWait::Schedule
+        FirstWait::Shared
     } else {
-        FirstWait::Yield
+        FirstWait::Own
     }
 }
 
@@ -452,7 +451,7 @@ mod tests {
         // runtime is ahead by more than its wake-up granularity): spin
         // between the yields, as a thread with work does, until one switches.
         let mut seen = YieldSeen::Returned;
-        let (mut switch, mut plan) = (false, FirstWait::Yield);
+        let (mut switch, mut plan) = (false, FirstWait::Own);
         for _ in 0..100_000 {
             let start = ticks();
             while ticks().wrapping_sub(start) < 50_000 {
@@ -477,7 +476,7 @@ mod tests {
             "no yield beside a runnable thread ran it"
         );
         assert!(switch, "the switching yield was not noted");
-        assert_eq!(plan, FirstWait::Schedule);
+        assert_eq!(plan, FirstWait::Shared);
         // A yield with nothing else to run on our CPU clears the note.
         // (Other processes may take the CPU: look until one returns at once.)
         for _ in 0..100_000 {
