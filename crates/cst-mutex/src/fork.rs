@@ -15,10 +15,17 @@
 //! on or waits for it (`Cohort::forget_parent_waiters`). As with glibc, a
 //! lock held by a parent thread that does not exist in the child stays held.
 //!
-//! The handler is registered the first time any lock of this crate takes a
-//! slow path: a lock that never did has no waiter state to forget. The
-//! registration is fork-safe itself: a fork while another thread registers
-//! leaves the child able to register (see [`HANDLERS`]). Until a
+//! The handlers are registered when the program (or the shared object that
+//! links this crate) is loaded, before `main` ([`register_at_load`]). A
+//! registration made later, on a thread's first slow path, would race with
+//! the forks of other threads: glibc runs the prepare handlers of a fork
+//! without its atfork lock, so a registration made meanwhile succeeds, but
+//! that fork skips the new handlers (glibc 2.36, `__run_prefork_handlers`),
+//! and the waiter that then queues would stay a live waiter of the child's
+//! lock (`tests/fork_prepare.rs`). Only if the load-time registration
+//! failed (`ENOMEM`) does a slow path register ([`watch`]), with that window
+//! open; that registration is fork-safe itself: a fork while another thread
+//! registers leaves the child able to register (see [`HANDLERS`]). Until a
 //! process has forked, [`generation`] is 0 and every check is one relaxed
 //! load of a read-mostly word on a slow path.
 //!
@@ -151,8 +158,22 @@ std::thread_local! {
     static REGISTERING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Registers the fork handlers once (on unix; elsewhere there is no fork).
-/// Returns once a fork by any thread runs them, or at once inside a signal
+#[cfg(all(unix, not(numa_loom)))]
+ctor::declarative::ctor! {
+    /// Registers the fork handlers when the program is loaded: before
+    /// `main`, so before any thread of the program can fork or wait (module
+    /// docs). Uses only libc, atomics and a const thread-local, as code
+    /// before `main` must.
+    #[ctor(unsafe)]
+    fn register_at_load() {
+        register();
+    }
+}
+
+/// Registers the fork handlers once (on unix; elsewhere there is no fork),
+/// unless [`register_at_load`] did.
+/// Returns once a fork by any thread runs them, after a failed attempt
+/// (`ENOMEM`; the next call tries again), or at once inside a signal
 /// handler that interrupted this thread's own registration.
 #[inline]
 pub(crate) fn watch() {
@@ -202,18 +223,16 @@ fn register() {
         // SAFETY: the handlers are `extern "C"` functions that neither
         // unwind nor call anything but atomics, a thread-local `Cell`,
         // `sched_yield` and (the child's) `parking_lot_core::unpark_all`,
-        // and may run twice per fork (see `HANDLERS`). A
-        // failed registration (ENOMEM) leaves the locks as they were before
-        // fork support: nothing else depends on it.
-        unsafe {
-            libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
-        }
+        // and may run twice per fork (see `HANDLERS`).
+        let r = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
         let _ = REGISTERING.try_with(|r| r.set(false));
         // Release: the registration (glibc's list, under glibc's own lock)
         // happens-before every `watch` that returns on seeing this, so a
         // lock state created after that `watch` is in the memory of a fork
-        // that runs the handlers.
-        HANDLERS.store(REGISTERED, Ordering::Release);
+        // that runs the handlers. A failed registration (`ENOMEM`) is
+        // tried again by the next slow path; until then a fork's child
+        // finds the locks as they were before fork support.
+        HANDLERS.store(if r == 0 { REGISTERED } else { 0 }, Ordering::Release);
         return;
     }
 }

@@ -185,9 +185,11 @@
 //!   The parent threads that slept in the parking lot are taken out of the
 //!   child's copy of it by the child handler, before the child has a second
 //!   thread (their records live on their stacks, which the child's new
-//!   threads reuse). The handlers are registered on the first slow path of
-//!   the process, in a way that a fork during that registration does not
-//!   leave half done in the child. As with glibc, a lock held by a parent
+//!   threads reuse). The handlers are registered when the program is
+//!   loaded, before `main`: a registration on a thread's first slow path
+//!   could complete while another thread's fork runs its prepare handlers,
+//!   and glibc's fork then skips the new handlers (`tests/fork_prepare.rs`).
+//!   As with glibc, a lock held by a parent
 //!   thread that does not exist in the child stays held, and read holds are
 //!   kept.
 //! * **signal handlers**: an acquisition made while the same thread waits
@@ -341,6 +343,18 @@ mod sync;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod test_hooks;
+
+/// The process's fork generation (feature `test-hooks`, for the fork tests;
+/// not part of the API): how many forks whose child handler ran lie between
+/// this process and its first ancestor that loaded the crate (0 there). A
+/// fork whose child handler did not run leaves the child at its parent's
+/// generation, with the parent's waiters in its locks' state taken for live
+/// ones.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub fn fork_generation() -> u32 {
+    fork::generation()
+}
 mod word;
 
 /// The `lock_api` (0.5) this crate implements, re-exported as parking_lot does, so

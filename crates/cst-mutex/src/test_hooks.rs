@@ -37,8 +37,9 @@ pub(crate) fn after_release(lock: usize) {
 static IN_FORK_REGISTRATION: AtomicUsize = AtomicUsize::new(0);
 
 /// Sets (or with `None` clears) the function called while a thread
-/// registers the crate's `pthread_atfork` handlers (once per process, on
-/// its first slow path), after it claimed the registration and before it
+/// registers the crate's `pthread_atfork` handlers (on a slow path, when
+/// the registration at load failed), after it claimed the registration and
+/// before it
 /// calls `pthread_atfork`. A test stops the thread there, standing in for
 /// a preemption, and forks.
 pub fn set_in_fork_registration(f: Option<fn()>) {

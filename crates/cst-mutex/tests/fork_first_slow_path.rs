@@ -1,19 +1,72 @@
 //! A fork while another thread takes the process's first slow path, and so
-//! registers the crate's `pthread_atfork` handlers: the child gets the memory
-//! as it was mid-registration. Its own threads' first slow paths must not
-//! wait for a registration that no thread of the child will finish.
+//! registers the crate's `pthread_atfork` handlers (when the registration at
+//! load failed): the child gets the memory as it was mid-registration. Its
+//! own threads' first slow paths must not wait for a registration that no
+//! thread of the child will finish.
 //!
 //! Its own test binary: the test needs the first slow path of the process.
-//! A test hook (feature `test-hooks`) stops the registering thread, standing
-//! in for a preemption there. The child runs under `alarm`, so a hang kills
-//! it with `SIGALRM` and the parent's check fails instead of the test
-//! hanging.
-#![cfg(all(target_os = "linux", feature = "test-hooks", not(numa_loom)))]
+//! The binary defines `pthread_atfork` (an executable's definition comes
+//! before libc's, which lives in `libc_nonshared.a` and calls
+//! `__register_atfork`) and fails the calls made before `main` with
+//! `ENOMEM`, so the registration at load fails. A test hook (feature
+//! `test-hooks`) stops the registering thread, standing in for a preemption
+//! there. The child runs under `alarm`, so a hang kills it with `SIGALRM`
+//! and the parent's check fails instead of the test hanging.
+#![cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    feature = "test-hooks",
+    not(numa_loom)
+))]
 
 use cst_mutex::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread;
+
+/// Set when the test starts: `pthread_atfork` fails before.
+static MAIN_STARTED: AtomicBool = AtomicBool::new(false);
+
+type Handler = Option<unsafe extern "C" fn()>;
+
+unsafe extern "C" {
+    /// glibc's registration, which its `pthread_atfork` calls with the
+    /// caller's DSO handle.
+    fn __register_atfork(
+        prepare: Handler,
+        parent: Handler,
+        child: Handler,
+        dso_handle: *mut std::ffi::c_void,
+    ) -> libc::c_int;
+    /// This executable's DSO handle (from `crtbegin.o`).
+    static __dso_handle: u8;
+}
+
+/// glibc's `pthread_atfork`, out of memory before `main` (the registrations
+/// at load).
+///
+/// # Safety
+/// As `pthread_atfork(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_atfork(
+    prepare: Handler,
+    parent: Handler,
+    child: Handler,
+) -> libc::c_int {
+    if !MAIN_STARTED.load(Ordering::SeqCst) {
+        return libc::ENOMEM;
+    }
+    // SAFETY: glibc's own `pthread_atfork` is this call; `__dso_handle` is
+    // this executable's handle, whose code the handlers are.
+    unsafe {
+        __register_atfork(
+            prepare,
+            parent,
+            child,
+            (&raw const __dso_handle).cast_mut().cast(),
+        )
+    }
+}
 
 /// The thread id of the thread that takes the first slow path.
 static HELPER_TID: AtomicI32 = AtomicI32::new(0);
@@ -37,6 +90,7 @@ fn stop_the_helper() {
 
 #[test]
 fn fork_during_the_first_slow_path_leaves_a_usable_child() {
+    MAIN_STARTED.store(true, Ordering::SeqCst);
     cst_mutex::test_hooks::set_in_fork_registration(Some(stop_the_helper));
     let m = Arc::new(Mutex::new(0u64));
     let held = m.lock();

@@ -1,5 +1,6 @@
 //! A `fork(2)` while another thread registers numa-spin's `pthread_atfork`
-//! child handler (the first slow path of the process does, once).
+//! child handler (the first slow path of the process does, once, when the
+//! registration at load failed).
 //!
 //! The child of that fork has no thread inside the registration, and the
 //! handler may not be registered there (the registering thread had not
@@ -10,7 +11,9 @@
 //!
 //! The test binary defines `pthread_atfork` (an executable's definition
 //! comes before libc's, which lives in `libc_nonshared.a` and calls
-//! `__register_atfork`): the registering thread stops there until another
+//! `__register_atfork`). It fails the calls made before `main` with
+//! `ENOMEM`, so the registration at load fails and the slow path
+//! registers; the registering thread stops there until another
 //! thread has forked, standing in for a preemption at that point, then
 //! registers through `__register_atfork`. The child holds a lock while a new
 //! thread queues for it, and forks; in the grandchild a thread queues behind
@@ -33,6 +36,8 @@ static LOCK: RawMutex = RawMutex::INIT;
 /// The lock whose contention in the parent makes the first slow path.
 static TRIGGER: RawMutex = RawMutex::INIT;
 
+/// Set when the test starts: `pthread_atfork` fails before.
+static MAIN_STARTED: AtomicBool = AtomicBool::new(false);
 /// Set by the test: the next `pthread_atfork` call waits for a fork.
 static ARMED: AtomicBool = AtomicBool::new(false);
 /// Set by `pthread_atfork` when it has been called and waits.
@@ -55,8 +60,9 @@ unsafe extern "C" {
     static __dso_handle: u8;
 }
 
-/// glibc's `pthread_atfork`, stopped once (when [`ARMED`]) until another
-/// thread has forked.
+/// glibc's `pthread_atfork`, out of memory before `main` (the registration
+/// at load), and stopped once (when [`ARMED`]) until another thread has
+/// forked.
 ///
 /// # Safety
 /// As `pthread_atfork(3)`.
@@ -66,6 +72,9 @@ pub unsafe extern "C" fn pthread_atfork(
     parent: Handler,
     child: Handler,
 ) -> libc::c_int {
+    if !MAIN_STARTED.load(Ordering::SeqCst) {
+        return libc::ENOMEM;
+    }
     if ARMED.swap(false, Ordering::SeqCst) {
         FORK_NOW.store(true, Ordering::SeqCst);
         while CHILD.load(Ordering::SeqCst) == 0 {
@@ -179,6 +188,7 @@ fn child() -> ! {
 
 #[test]
 fn a_fork_during_the_handler_registration_leaves_a_child_that_registers() {
+    MAIN_STARTED.store(true, Ordering::SeqCst);
     ARMED.store(true, Ordering::SeqCst);
     let forker = std::thread::spawn(|| {
         while !FORK_NOW.load(Ordering::SeqCst) {

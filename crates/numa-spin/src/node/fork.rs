@@ -8,8 +8,16 @@
 //! `lock()` while it calls `fork`).
 //!
 //! So the process keeps a *fork generation*, advanced by a `pthread_atfork`
-//! child handler that the first slow path of the process registers
-//! ([`register`], from [`before_enqueue`](super::before_enqueue)). A waiter
+//! child handler registered when the program (or the shared object that
+//! links this crate) is loaded, before `main` ([`register_at_load`]). A
+//! registration made later, on a thread's first slow path, would race with
+//! the forks of other threads: glibc runs the prepare handlers of a fork
+//! without its atfork lock, so a registration made meanwhile succeeds, but
+//! that fork skips the new handler (glibc 2.36, `__run_prefork_handlers`),
+//! and the waiter that then queues would be a live waiter in the child's
+//! queue (`tests/fork_prepare.rs`). Only if the load-time registration
+//! failed (`ENOMEM`) does a slow path try again ([`register`], from
+//! [`before_enqueue`](super::before_enqueue)), with that window open. A waiter
 //! records the generation in its queue node when it initializes it, and a
 //! lock's queue treats a node of an older generation as gone: an arrival whose
 //! predecessor in the queue is a ghost ([`live_pred`]) becomes the queue head
@@ -60,8 +68,20 @@ extern "C" fn after_fork_in_child() {
     GENERATION.fetch_add(1, Ordering::Relaxed);
 }
 
+#[cfg(all(unix, not(numa_loom)))]
+ctor::declarative::ctor! {
+    /// Registers the child handler when the program is loaded: before `main`,
+    /// so before any thread of the program can fork or queue (module docs).
+    /// Uses only libc and atomics, as code before `main` must.
+    #[ctor(unsafe)]
+    fn register_at_load() {
+        register();
+    }
+}
+
 /// Registers the child handler with `pthread_atfork`, once per process (a
-/// child inherits the registration). Called on slow paths before the queue
+/// child inherits the registration), unless [`register_at_load`] did.
+/// Called on slow paths before the queue
 /// node is initialized: `pthread_atfork` allocates, so it must not run while
 /// the thread's node is enqueued (see `before_enqueue`). A re-entrant call
 /// from inside the registration (an allocator that takes a numa-spin lock),

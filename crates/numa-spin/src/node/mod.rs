@@ -33,8 +33,8 @@
 //! waits for any lock (the nested slow path takes the thread's next node from a
 //! thread-local with no allocation and no lock), provided the thread has had a
 //! contended `lock()` before outside a handler (the first one allocates the
-//! thread's nodes and, once per process, initializes the tunables, the node map
-//! and the fork handler, see `before_enqueue`). A handler that takes a lock
+//! thread's nodes and, once per process, initializes the tunables and the node
+//! map, see `before_enqueue`). A handler that takes a lock
 //! its thread *holds* deadlocks, as with any non-recursive mutex. One more
 //! self-deadlock: an `unlock_fair` hands the lock to the queue head alone (the
 //! `HANDED` word, which the unqueued wait does not take); if that head is an
@@ -105,7 +105,8 @@ pub(crate) use steal::{
 /// of its queue node until it leaves the slow path, a slow path calls nothing
 /// that can allocate, log, take another lock or initialize something lazily.
 ///
-/// The `pthread_atfork` registration ([`fork::register`]) allocates too.
+/// The `pthread_atfork` registration ([`fork::register`], which does
+/// something only when the registration at load failed) allocates too.
 ///
 /// The spin calibration ([`crate::backoff::ns_per_spin`]) is lazily
 /// initialized too, though it neither allocates nor logs; it is initialized
