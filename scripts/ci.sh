@@ -45,6 +45,9 @@ cargo test --release -p cst-mutex --lib --test alloc --test idle_memory
 step "cargo doc (RUSTDOCFLAGS=-D warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude parking_lot --no-deps --all-features
 
+step "private docs of the lock crates (--document-private-items: their module docs cite private items)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p numa-spin -p cst-mutex --no-deps --all-features --document-private-items
+
 step "numa-preload: the C corpus under every NUMA_LOCK, one short point of sysbench, LevelDB and kccachetest per lock"
 scripts/preload-check.sh
 
@@ -84,6 +87,12 @@ grep -q '"raw_repeats"' target/compare-smoke/points.json || { echo "points.json 
 head -1 target/compare-smoke/points.csv | grep -q throughput_min || { echo "points.csv has no spread"; exit 1; }
 # A result compared with itself: every point matches, every ratio is 1.
 cargo run --release -p numa-bench -- diff target/compare-smoke target/compare-smoke
+
+step "scripts/ab.sh (two builds interleaved over 2 rounds, each side's rounds pooled by diff)"
+scripts/ab.sh target/ab-smoke 2 a=target/release/numa-bench b=target/release/numa-bench -- \
+    --locks cna,parking_lot --workloads kv --threads 2 --repeat 2 --duration 50ms \
+    --virtual-nodes 2 | tee target/ab-smoke.txt
+grep -q "2 rounds pooled" target/ab-smoke.txt || { echo "ab.sh: diff did not pool the rounds"; exit 1; }
 
 step "torture test (TORTURE_SECS=60 split over every lock; #[ignore]d in the plain test run)"
 TORTURE_SECS=60 cargo test --workspace --exclude parking_lot --all-features --release --test torture -- --ignored

@@ -1,11 +1,14 @@
 //! `numa-bench diff OLD NEW`: two result sets compared point by point.
 //!
 //! OLD and NEW are each a result directory of `numa-bench compare` (its
-//! `points.json` is read), a `points.json` itself, a JSON array of points, or the
-//! output of `numa-bench run --json` (one point, or one per line). Points match
-//! when their [`Key`] is equal: workload, lock, threads, workload parameters and
-//! hog threads. Points with the same key within one input (several `run --json`
-//! lines) are summarised like repeats ([`summarise_repeats`]).
+//! `points.json` is read), a `points.json` itself, a JSON array of points, the
+//! output of `numa-bench run --json` (one point, or one per line), or a
+//! directory of `compare` result directories: rounds of one build, pooled
+//! ([`pool_rounds`]; `scripts/ab.sh` writes them, interleaving the rounds of
+//! two or more builds). Points match when their [`Key`] is equal: workload,
+//! lock, threads, workload parameters and hog threads. Points with the same
+//! key within one input (several `run --json` lines) are summarised like
+//! repeats ([`summarise_repeats`]).
 //!
 //! For each matched point the report gives NEW/OLD for throughput, fairness factor
 //! and p99 acquire latency (and idle-while-waited when both measured it), and marks
@@ -87,6 +90,9 @@ pub struct ResultSet {
     pub conditions: Option<Conditions>,
     /// Points, one per key, in file order.
     pub points: Vec<Point>,
+    /// How many result directories were pooled into it (1 for a single
+    /// file or directory).
+    pub rounds: usize,
 }
 
 #[derive(Deserialize)]
@@ -157,16 +163,96 @@ pub fn parse_results(path: &Path, text: &str) -> Result<ResultSet, BenchError> {
         path: path.to_owned(),
         conditions,
         points,
+        rounds: 1,
     })
 }
 
-/// Reads a result directory (its `points.json`) or a result file.
+/// Pools rounds of one build (each a `compare` result, all at `path`) into
+/// one result set: a point's runs are the raw repeats of its key in every
+/// round, the rounds in the order given, summarised as repeats
+/// ([`summarise_repeats`]). So the `vs_pl` of a pooled point is the median
+/// of the per-repeat ratios over all rounds: repeat `i` of a lock is paired
+/// with repeat `i` of parking_lot, as long as every round holds both (a round
+/// that lacks one of them shifts the pairs, and `vs_pl` then falls back to
+/// the ratio of the medians, see [`ratio_to`]). The conditions are the first
+/// round's that has any.
+///
+/// # Panics
+/// If `sets` is empty.
+pub fn pool_rounds(path: &Path, sets: Vec<ResultSet>) -> ResultSet {
+    assert!(!sets.is_empty(), "pool_rounds needs at least one round");
+    let rounds = sets.len();
+    let conditions = sets.iter().find_map(|s| s.conditions.clone());
+    let mut groups: BTreeMap<Key, Vec<Point>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for set in sets {
+        for mut p in set.points {
+            let k = Key::of(&p);
+            let g = groups.entry(k.clone()).or_default();
+            if g.is_empty() {
+                order.push(k);
+            }
+            if p.raw_repeats.is_empty() {
+                g.push(p);
+            } else {
+                g.append(&mut p.raw_repeats);
+            }
+        }
+    }
+    let points = order
+        .into_iter()
+        .map(|k| summarise_repeats(groups.remove(&k).expect("every key has a group")))
+        .collect();
+    ResultSet {
+        path: path.to_owned(),
+        conditions,
+        points,
+        rounds,
+    }
+}
+
+/// The result directories (those with a `points.json`) directly inside
+/// `dir`, sorted by name.
+fn round_dirs(dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| BenchError::MissingResults {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let mut rounds = Vec::new();
+    for e in entries {
+        let e = e.map_err(|source| BenchError::MissingResults {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let p = e.path();
+        if p.join("points.json").is_file() {
+            rounds.push(p);
+        }
+    }
+    rounds.sort();
+    Ok(rounds)
+}
+
+/// Reads a result directory (its `points.json`), a result file, or a
+/// directory of result directories (pooled with [`pool_rounds`], in the
+/// order of their names).
 ///
 /// # Errors
 /// [`BenchError::MissingResults`] when the file cannot be read (a directory
-/// without `points.json`, a wrong path); [`BenchError::BadResults`] when it is
-/// not a result file.
+/// with neither `points.json` nor result directories, a wrong path);
+/// [`BenchError::BadResults`] when it is not a result file, or one of the
+/// pooled rounds is not.
 pub fn load_results(path: &Path) -> Result<ResultSet, BenchError> {
+    if path.is_dir() && !path.join("points.json").exists() {
+        let rounds = round_dirs(path)?;
+        if !rounds.is_empty() {
+            let sets = rounds
+                .iter()
+                .map(|r| load_results(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(pool_rounds(path, sets));
+        }
+    }
     let file = if path.is_dir() {
         path.join("points.json")
     } else {
@@ -330,7 +416,15 @@ fn fmt_ratio(r: Option<f64>) -> String {
     r.map_or_else(|| "-".into(), |r| format!("{r:.3}"))
 }
 
-fn describe(c: &Option<Conditions>) -> String {
+fn describe(set: &ResultSet) -> String {
+    let mut s = describe_conditions(&set.conditions);
+    if set.rounds > 1 {
+        let _ = write!(s, "; {} rounds pooled", set.rounds);
+    }
+    s
+}
+
+fn describe_conditions(c: &Option<Conditions>) -> String {
     match c {
         Some(c) => {
             let nodes = if c.is_virtual {
@@ -384,18 +478,8 @@ fn geometric_means(s: &mut String, what: &str, d: &Diff, metric: fn(&Row) -> Opt
 /// unmatched keys, and per-lock geometric means of the throughput ratios.
 pub fn render_diff(d: &Diff) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# OLD: {} ({})",
-        d.old.path.display(),
-        describe(&d.old.conditions)
-    );
-    let _ = writeln!(
-        s,
-        "# NEW: {} ({})",
-        d.new.path.display(),
-        describe(&d.new.conditions)
-    );
+    let _ = writeln!(s, "# OLD: {} ({})", d.old.path.display(), describe(&d.old));
+    let _ = writeln!(s, "# NEW: {} ({})", d.new.path.display(), describe(&d.new));
     if let (Some(o), Some(n)) = (&d.old.conditions, &d.new.conditions)
         && (o.machine != n.machine || o.nodes != n.nodes || o.is_virtual != n.is_virtual)
     {
@@ -519,7 +603,39 @@ mod tests {
             path: "x".into(),
             conditions: None,
             points,
+            rounds: 1,
         }
+    }
+
+    /// Pooled rounds keep repeat `i` of a lock beside repeat `i` of
+    /// parking_lot: `vs_pl` is the median of the per-repeat ratios over all
+    /// rounds, not the ratio of the pooled medians.
+    #[test]
+    fn pooled_rounds_keep_the_repeat_pairs() {
+        let runs =
+            |lock: &str, v: &[f64]| summarise_repeats(v.iter().map(|&t| pt(lock, 2, t)).collect());
+        let rounds = vec![
+            set(vec![runs("cst", &[2.0, 4.0]), runs(BASELINE, &[1.0, 2.0])]),
+            // A round of one repeat: its point is its own run.
+            set(vec![pt(BASELINE, 2, 3.0), pt("cst", 2, 3.0)]),
+            set(vec![runs("cst", &[1.0, 1.0]), runs(BASELINE, &[4.0, 4.0])]),
+        ];
+        let pooled = pool_rounds(Path::new("rounds"), rounds);
+        assert_eq!(pooled.rounds, 3);
+        assert_eq!(pooled.points.len(), 2);
+        let cst = pooled.points.iter().find(|p| p.lock == "cst").unwrap();
+        assert_eq!(cst.repeats, 5);
+        let tps: Vec<f64> = cst
+            .raw_repeats
+            .iter()
+            .map(|p| p.throughput_ops_per_us)
+            .collect();
+        assert_eq!(tps, [2.0, 4.0, 3.0, 1.0, 1.0]);
+        // Per-repeat ratios 2, 2, 1, 0.25, 0.25: median 1. The pooled
+        // medians (2 and 3) would give 0.667.
+        assert_eq!(vs_baseline(&pooled.points, cst), Some(1.0));
+        let d = diff(pooled.clone(), pooled).unwrap();
+        assert!(render_diff(&d).contains("3 rounds pooled"));
     }
 
     #[test]

@@ -113,7 +113,7 @@ pub enum BenchError {
     },
     /// A result file of `diff` cannot be read.
     #[error(
-        "cannot read {path}: {source} (expected a result directory of `numa-bench compare`, its points.json, or `run --json` output)"
+        "cannot read {path}: {source} (expected a result directory of `numa-bench compare`, its points.json, `run --json` output, or a directory of result directories)"
     )]
     MissingResults {
         /// The file.

@@ -70,8 +70,9 @@ struct PlotAppsArgs {
 
 #[derive(Args, Debug)]
 struct DiffArgs {
-    /// The "before" result: a `compare` output directory, its points.json, or
-    /// `run --json` output (one point per line).
+    /// The "before" result: a `compare` output directory, its points.json,
+    /// `run --json` output (one point per line), or a directory of `compare`
+    /// output directories (rounds of one build, pooled: `scripts/ab.sh`).
     old: PathBuf,
     /// The "after" result, same forms.
     new: PathBuf,

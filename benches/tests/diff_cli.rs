@@ -1,6 +1,7 @@
 //! Runs the built `numa-bench diff` on small hand-written result directories:
-//! ratios per matched point, typed errors for a missing file and for no common
-//! points. No benchmark runs.
+//! ratios per matched point, rounds pooled from a directory of result
+//! directories, typed errors for a missing file and for no common points. No
+//! benchmark runs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,7 +30,12 @@ fn point(lock: &str, threads: usize, tp: f64, fairness: f64, p99: u64, params: &
 fn result_dir(name: &str, points: &[String]) -> PathBuf {
     let dir =
         std::env::temp_dir().join(format!("numa-bench-diff-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    write_result(&dir, points);
+    dir
+}
+
+fn write_result(dir: &Path, points: &[String]) {
+    std::fs::create_dir_all(dir).unwrap();
     let body = format!(
         r#"{{"conditions": {{"machine": "2 CPUs, 1 NUMA node", "cpus": 2, "real_nodes": 1, "nodes": 2,
   "virtual": true, "remote_penalty_ns": 0, "duration_s": 0.5, "max_loadavg_1m": 0.5,
@@ -38,7 +44,50 @@ fn result_dir(name: &str, points: &[String]) -> PathBuf {
         points.join(",\n")
     );
     std::fs::write(dir.join("points.json"), body).unwrap();
+}
+
+/// Rounds of one build, as `scripts/ab.sh` writes them: `<dir>/r1`, `r2`, ...
+/// each a `compare` result of one repeat per point.
+fn rounds_dir(name: &str, cna: &[f64]) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("numa-bench-diff-cli-{}-{name}", std::process::id()));
+    for (i, &tp) in cna.iter().enumerate() {
+        write_result(
+            &dir.join(format!("r{}", i + 1)),
+            &[
+                point("cna", 2, tp, 0.5, 1000, "keys=10"),
+                point("parking_lot", 2, 4.0, 0.5, 400, "keys=10"),
+            ],
+        );
+    }
     dir
+}
+
+#[test]
+fn diff_pools_the_rounds_of_each_side() {
+    let old = rounds_dir("rounds-old", &[2.0, 4.0, 6.0]);
+    let new = rounds_dir("rounds-new", &[3.0, 6.0, 9.0]);
+    let out = numa_bench(&[&old, &new]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.matches("3 rounds pooled").count(), 2, "{stdout}");
+    let cna = stdout
+        .lines()
+        .find(|l| l.starts_with("kv") && l.contains(" cna "))
+        .unwrap_or_else(|| panic!("no cna row: {stdout}"));
+    let cols: Vec<&str> = cna.split_whitespace().collect();
+    // Throughput: the medians of the pooled runs, 4 and 6.
+    // (`~`: the two sides' ranges, 2-6 and 3-9, overlap.)
+    assert_eq!(cols[3..6], ["4.000", "6.000", "1.500~"], "{stdout}");
+    // vs_pl: medians of the per-round ratios 0.5, 1, 1.5 and 0.75, 1.5, 2.25.
+    assert_eq!(cols[12..15], ["1.000", "1.500", "1.500"], "{stdout}");
+    for d in [old, new] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
 }
 
 #[test]

@@ -6,8 +6,8 @@
 //! - atomics, `UnsafeCell`, `spin_loop`, `yield_now` and `thread_local!` are loom's
 //!   (loom's scheduler is not fair, so [`spin_loop`] yields);
 //! - [`current_node`] returns the node the test assigned to the current loom thread
-//!   with [`set_loom_node`] (0 by default);
-//! - [`now_ns`] is a per-thread logical clock that advances by [`LOOM_TICK_NS`] on
+//!   with `set_loom_node` (0 by default);
+//! - [`now_ns`] is a per-thread logical clock that advances by `LOOM_TICK_NS` on
 //!   every read, so time-based decisions are deterministic and need no loom state.
 //!
 //! With `--cfg numa_shuttle` as well, the model checker is [shuttle] instead of
@@ -351,7 +351,7 @@ pub fn set_loom_head_asleep_hints(on: bool) {
 }
 
 /// Whether CNA keeps the `HEAD_ASLEEP` hint: always, except in loom models
-/// that did not ask for it ([`set_loom_head_asleep_hints`]).
+/// that did not ask for it (`set_loom_head_asleep_hints`).
 #[inline(always)]
 pub(crate) fn head_asleep_hints() -> bool {
     #[cfg(numa_loom)]

@@ -4,9 +4,10 @@
 use super::handoff::signal_then;
 use crate::sync::{AtomicU32, Ordering};
 
-/// How long a queue head (CNA's, the queued lock's, HQ's global head) sleeps at a time once its spin budget is spent, with
-/// [`WaitPolicy::Park`], instead of yielding (20 us; with Linux's default timer
-/// slack a sleep lasts about 70 us).
+/// How long a queue head (CNA's, the queued lock's, HQ's global head) sleeps
+/// at a time once its spin budget is spent, with
+/// [`WaitPolicy::Park`](crate::WaitPolicy::Park), instead of yielding (20 us;
+/// with Linux's default timer slack a sleep lasts about 70 us).
 ///
 /// A timed sleep rather than a park: nobody has to wake the head, so the release
 /// stays one store. (Paravirt qspinlock parks the head, `pv_wait_head_or_lock`,
