@@ -27,8 +27,11 @@
 # (code layout): take several rounds, and read a change of a few percent as
 # noise.
 #
-# Environment: NUMA_BENCH, the binary that runs `diff` (default: the last
-# build given; a build from before `diff` pooled rounds cannot read OUT/NAME).
+# Environment:
+#   NUMA_BENCH  the binary that runs `diff` (default: the last build given; a
+#               build from before `diff` pooled rounds cannot read OUT/NAME)
+#   BASELINE    the lock of diff's `vs_` columns (default parking_lot; e.g.
+#               `cna` for the combining lock, which runs on a CNA lock)
 set -euo pipefail
 
 usage() {
@@ -84,5 +87,5 @@ diff_bin=${NUMA_BENCH:-${bins[$((n - 1))]}}
 for k in $(seq 1 $((n - 1))); do
     echo
     echo "## ${names[0]} (OLD) -> ${names[$k]} (NEW), $rounds rounds"
-    "$diff_bin" diff "$out/${names[0]}" "$out/${names[$k]}"
+    "$diff_bin" diff --baseline "${BASELINE:-parking_lot}" "$out/${names[0]}" "$out/${names[$k]}"
 done

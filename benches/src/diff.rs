@@ -17,7 +17,8 @@
 //! than one run). A last table gives each lock's geometric mean of the throughput
 //! ratios.
 //!
-//! Where both inputs hold `parking_lot` ([`BASELINE`]) at a point's workload,
+//! Where both inputs hold `parking_lot` ([`BASELINE`], or the lock named by
+//! `--baseline`: [`diff_against`]) at a point's workload,
 //! thread count, parameters and hog threads, the report also gives each side's
 //! `vs_pl` (the lock's throughput over parking_lot's, the median of the
 //! per-repeat ratios, as `compare`'s table computes it: [`ratio_to`]) and
@@ -40,7 +41,7 @@ use serde_json::Value;
 
 use crate::BenchError;
 use crate::metrics::{Point, summarise_repeats};
-use crate::report::{BASELINE, Conditions, baseline_for, ratio_to};
+use crate::report::{BASELINE, Conditions, lock_point_for, ratio_to};
 
 /// What makes two points comparable.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -274,8 +275,8 @@ pub struct Row {
     pub old: Point,
     /// NEW's point.
     pub new: Point,
-    /// OLD's throughput over [`BASELINE`]'s at the same point of OLD (see
-    /// [`vs_baseline`]).
+    /// OLD's throughput over the baseline lock's at the same point of OLD
+    /// (see [`vs_lock`]).
     pub old_vs: Option<f64>,
     /// NEW's, likewise.
     pub new_vs: Option<f64>,
@@ -286,10 +287,15 @@ pub struct Row {
 /// per-repeat ratios, [`ratio_to`]); `None` for the baseline itself or when
 /// `points` has no such point.
 pub fn vs_baseline(points: &[Point], p: &Point) -> Option<f64> {
-    if p.lock == BASELINE {
+    vs_lock(points, p, BASELINE)
+}
+
+/// [`vs_baseline`] against the point of `lock` instead of parking_lot's.
+pub fn vs_lock(points: &[Point], p: &Point, lock: &str) -> Option<f64> {
+    if p.lock == lock {
         return None;
     }
-    let base = baseline_for(points, p)?;
+    let base = lock_point_for(points, p, lock)?;
     ratio_to(p, base, |x| x.throughput_ops_per_us).map(|(median, _)| median)
 }
 
@@ -307,7 +313,7 @@ impl Row {
         )
     }
 
-    /// NEW/OLD of the throughput ratios to [`BASELINE`] (`vs_pl`), when
+    /// NEW/OLD of the throughput ratios to the baseline lock (`vs_pl`), when
     /// both sides have one.
     pub fn vs_baseline_ratio(&self) -> Option<f64> {
         ratio(self.new_vs?, self.old_vs?)
@@ -353,13 +359,41 @@ pub struct Diff {
     pub only_old: Vec<Key>,
     /// Keys only NEW has.
     pub only_new: Vec<Key>,
+    /// The lock of the `vs_` columns ([`BASELINE`] unless asked otherwise).
+    pub baseline: String,
 }
 
-/// Matches the points of two result sets.
+/// Matches the points of two result sets, with parking_lot ([`BASELINE`])
+/// as the baseline lock.
 ///
 /// # Errors
 /// [`BenchError::NoCommonPoints`] when no key is in both.
 pub fn diff(old: ResultSet, new: ResultSet) -> Result<Diff, BenchError> {
+    diff_against(old, new, BASELINE)
+}
+
+/// Matches the points of two result sets; each side's `vs_` ratio is to
+/// `baseline`'s point of the same input (`numa-bench diff --baseline cna`:
+/// the combining lock's throughput over CNA's, per side).
+///
+/// # Errors
+/// [`BenchError::NoBaseline`] when neither input measured `baseline`
+/// (unless it is [`BASELINE`], whose columns are then left out);
+/// [`BenchError::NoCommonPoints`] when no key is in both.
+pub fn diff_against(old: ResultSet, new: ResultSet, baseline: &str) -> Result<Diff, BenchError> {
+    let has = |set: &ResultSet| set.points.iter().any(|p| p.lock == baseline);
+    if baseline != BASELINE && !has(&old) && !has(&new) {
+        let locks: std::collections::BTreeSet<&str> = old
+            .points
+            .iter()
+            .chain(&new.points)
+            .map(|p| p.lock.as_str())
+            .collect();
+        return Err(BenchError::NoBaseline {
+            lock: baseline.to_owned(),
+            locks: locks.into_iter().collect::<Vec<_>>().join(", "),
+        });
+    }
     let new_by_key: BTreeMap<Key, &Point> = new.points.iter().map(|p| (Key::of(p), p)).collect();
     let old_keys: BTreeMap<Key, ()> = old.points.iter().map(|p| (Key::of(p), ())).collect();
     let mut rows = Vec::new();
@@ -371,8 +405,8 @@ pub fn diff(old: ResultSet, new: ResultSet) -> Result<Diff, BenchError> {
                 key,
                 old: p.clone(),
                 new: (*n).clone(),
-                old_vs: vs_baseline(&old.points, p),
-                new_vs: vs_baseline(&new.points, n),
+                old_vs: vs_lock(&old.points, p, baseline),
+                new_vs: vs_lock(&new.points, n, baseline),
             }),
             None => only_old.push(key),
         }
@@ -403,6 +437,7 @@ pub fn diff(old: ResultSet, new: ResultSet) -> Result<Diff, BenchError> {
         rows,
         only_old,
         only_new,
+        baseline: baseline.to_owned(),
     })
 }
 
@@ -474,6 +509,16 @@ fn geometric_means(s: &mut String, what: &str, d: &Diff, metric: fn(&Row) -> Opt
     }
 }
 
+/// The name of the `vs_` columns: `vs_pl` for parking_lot, `vs_<lock>` for
+/// another baseline.
+fn vs_tag(baseline: &str) -> String {
+    if baseline == BASELINE {
+        "vs_pl".into()
+    } else {
+        format!("vs_{baseline}")
+    }
+}
+
 /// The report: a header naming both inputs, one row per matched point, the
 /// unmatched keys, and per-lock geometric means of the throughput ratios.
 pub fn render_diff(d: &Diff) -> String {
@@ -493,10 +538,14 @@ pub fn render_diff(d: &Diff) -> String {
         r.old.idle_while_waited_max_ns.is_some() && r.new.idle_while_waited_max_ns.is_some()
     });
     let vs = d.rows.iter().any(|r| r.vs_baseline_ratio().is_some());
+    let tag = vs_tag(&d.baseline);
+    let vs_width = (tag.len() + 4).max(9);
     if vs {
-        s.push_str(
-            "# vs_pl: throughput over parking_lot's in the same input (median of per-repeat \
-             ratios); its NEW/OLD is the ratio to judge two builds by\n",
+        let _ = writeln!(
+            s,
+            "# {tag}: throughput over {}'s in the same input (median of per-repeat ratios); \
+             its NEW/OLD is the ratio to judge two builds by",
+            d.baseline
         );
     }
     let _ = write!(
@@ -516,7 +565,14 @@ pub fn render_diff(d: &Diff) -> String {
         "ratio"
     );
     if vs {
-        let _ = write!(s, " {:>9} {:>9} {:>7}", "old_vs_pl", "new_vs_pl", "ratio");
+        let _ = write!(
+            s,
+            " {:>w$} {:>w$} {:>7}",
+            format!("old_{tag}"),
+            format!("new_{tag}"),
+            "ratio",
+            w = vs_width
+        );
     }
     if idle {
         let _ = write!(s, " {:>9} {:>9}", "old_idle", "new_idle");
@@ -550,10 +606,11 @@ pub fn render_diff(d: &Diff) -> String {
             let v = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.3}"));
             let _ = write!(
                 s,
-                " {:>9} {:>9} {:>7}",
+                " {:>w$} {:>w$} {:>7}",
                 v(r.old_vs),
                 v(r.new_vs),
-                fmt_ratio(r.vs_baseline_ratio())
+                fmt_ratio(r.vs_baseline_ratio()),
+                w = vs_width
             );
         }
         if idle {
@@ -581,7 +638,7 @@ pub fn render_diff(d: &Diff) -> String {
         }
     }
     geometric_means(&mut s, "throughput", d, Row::throughput_ratio);
-    geometric_means(&mut s, "vs_pl", d, Row::vs_baseline_ratio);
+    geometric_means(&mut s, &tag, d, Row::vs_baseline_ratio);
     s
 }
 

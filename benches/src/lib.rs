@@ -143,6 +143,14 @@ pub enum BenchError {
         /// One of NEW's keys.
         new_example: String,
     },
+    /// `diff --baseline LOCK` names a lock that neither result set measured.
+    #[error("no point of the baseline lock {lock:?} in either input (their locks: {locks})")]
+    NoBaseline {
+        /// The lock asked for.
+        lock: String,
+        /// The locks the two inputs hold, comma-separated.
+        locks: String,
+    },
     /// Serialising JSON failed.
     #[error("cannot serialise JSON: {0}")]
     Json(#[from] serde_json::Error),

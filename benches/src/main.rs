@@ -76,6 +76,11 @@ struct DiffArgs {
     old: PathBuf,
     /// The "after" result, same forms.
     new: PathBuf,
+    /// The lock of the `vs_` columns: each side's throughput over this lock's,
+    /// median of the per-repeat ratios (e.g. `cna` to judge the combining lock
+    /// against the CNA lock it runs on).
+    #[arg(long, default_value = "parking_lot")]
+    baseline: String,
 }
 
 /// Options shared by `run` and `compare`.
@@ -416,7 +421,7 @@ fn compare(args: &CompareArgs) -> Result<(), Box<dyn Error>> {
 fn diff(args: &DiffArgs) -> Result<(), Box<dyn Error>> {
     let old = numa_bench::diff::load_results(&args.old)?;
     let new = numa_bench::diff::load_results(&args.new)?;
-    let d = numa_bench::diff::diff(old, new)?;
+    let d = numa_bench::diff::diff_against(old, new, &args.baseline)?;
     print!("{}", numa_bench::diff::render_diff(&d));
     Ok(())
 }

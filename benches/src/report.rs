@@ -188,8 +188,14 @@ pub const BASELINE: &str = "parking_lot";
 /// The [`BASELINE`] point among `points` at `p`'s workload, thread count,
 /// workload parameters and hog threads.
 pub fn baseline_for<'a>(points: &'a [Point], p: &Point) -> Option<&'a Point> {
+    lock_point_for(points, p, BASELINE)
+}
+
+/// The point of `lock` among `points` at `p`'s workload, thread count,
+/// workload parameters and hog threads.
+pub fn lock_point_for<'a>(points: &'a [Point], p: &Point, lock: &str) -> Option<&'a Point> {
     points.iter().find(|b| {
-        b.lock == BASELINE
+        b.lock == lock
             && b.workload == p.workload
             && b.threads == p.threads
             && b.workload_params == p.workload_params

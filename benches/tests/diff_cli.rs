@@ -179,3 +179,66 @@ fn diff_fails_clearly() {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
+
+#[test]
+fn diff_against_another_baseline_lock() {
+    let old = result_dir(
+        "baseline-old",
+        &[
+            point("combining", 2, 2.0, 0.5, 1000, "keys=10"),
+            point("cna", 2, 4.0, 0.5, 400, "keys=10"),
+            point("parking_lot", 2, 8.0, 0.5, 400, "keys=10"),
+        ],
+    );
+    let new = result_dir(
+        "baseline-new",
+        &[
+            point("combining", 2, 3.0, 0.5, 1000, "keys=10"),
+            point("cna", 2, 4.0, 0.5, 400, "keys=10"),
+            point("parking_lot", 2, 8.0, 0.5, 400, "keys=10"),
+        ],
+    );
+    let run = |baseline: &str| {
+        Command::new(env!("CARGO_BIN_EXE_numa-bench"))
+            .args(["diff", "--baseline", baseline])
+            .args([&old, &new])
+            .output()
+            .expect("running numa-bench")
+    };
+    let out = run("cna");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("old_vs_cna") && !stdout.contains("vs_pl"),
+        "{stdout}"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("kv") && l.contains(" combining "))
+        .unwrap_or_else(|| panic!("no combining row: {stdout}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    // combining over cna: 0.5 in OLD, 0.75 in NEW.
+    assert_eq!(cols[12..15], ["0.500", "0.750", "1.500"], "{stdout}");
+    let pl = stdout
+        .lines()
+        .find(|l| l.starts_with("kv") && l.contains(" parking_lot "))
+        .unwrap_or_else(|| panic!("no parking_lot row: {stdout}"));
+    let cols: Vec<&str> = pl.split_whitespace().collect();
+    // parking_lot is a lock like any other here: twice cna's rate.
+    assert_eq!(cols[12..15], ["2.000", "2.000", "1.000"], "{stdout}");
+
+    let out = run("hq");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("baseline lock \"hq\"") && err.contains("cna, combining, parking_lot"),
+        "{err}"
+    );
+    for d in [old, new] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
