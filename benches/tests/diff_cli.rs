@@ -14,6 +14,26 @@ fn numa_bench(args: &[&Path]) -> std::process::Output {
         .expect("running numa-bench")
 }
 
+/// The standard output of a run that must have succeeded.
+fn stdout_of(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The columns of the kv row of `lock` in a diff report.
+fn row<'a>(stdout: &'a str, lock: &str) -> Vec<&'a str> {
+    stdout
+        .lines()
+        .find(|l| l.starts_with("kv") && l.contains(&format!(" {lock} ")))
+        .unwrap_or_else(|| panic!("no {lock} row: {stdout}"))
+        .split_whitespace()
+        .collect()
+}
+
 /// A point as `compare` wrote it before `--repeat` existed (no repeats, spread,
 /// hog or idle keys): diff must read old result directories.
 fn point(lock: &str, threads: usize, tp: f64, fairness: f64, p99: u64, params: &str) -> String {
@@ -68,18 +88,9 @@ fn diff_pools_the_rounds_of_each_side() {
     let old = rounds_dir("rounds-old", &[2.0, 4.0, 6.0]);
     let new = rounds_dir("rounds-new", &[3.0, 6.0, 9.0]);
     let out = numa_bench(&[&old, &new]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = stdout_of(&out);
     assert_eq!(stdout.matches("3 rounds pooled").count(), 2, "{stdout}");
-    let cna = stdout
-        .lines()
-        .find(|l| l.starts_with("kv") && l.contains(" cna "))
-        .unwrap_or_else(|| panic!("no cna row: {stdout}"));
-    let cols: Vec<&str> = cna.split_whitespace().collect();
+    let cols = row(&stdout, "cna");
     // Throughput: the medians of the pooled runs, 4 and 6.
     // (`~`: the two sides' ranges, 2-6 and 3-9, overlap.)
     assert_eq!(cols[3..6], ["4.000", "6.000", "1.500~"], "{stdout}");
@@ -109,17 +120,8 @@ fn diff_prints_ratios_of_matched_points() {
         ],
     );
     let out = numa_bench(&[&old, &new]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cna = stdout
-        .lines()
-        .find(|l| l.starts_with("kv") && l.contains(" cna "))
-        .unwrap_or_else(|| panic!("no cna row: {stdout}"));
-    let cols: Vec<&str> = cna.split_whitespace().collect();
+    let stdout = stdout_of(&out);
+    let cols = row(&stdout, "cna");
     // workload threads lock old new ratio old_fair new_fair ratio old_p99 new_p99 ratio
     // old_vs_pl new_vs_pl ratio
     assert_eq!(
@@ -206,28 +208,15 @@ fn diff_against_another_baseline_lock() {
             .expect("running numa-bench")
     };
     let out = run("cna");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = stdout_of(&out);
     assert!(
         stdout.contains("old_vs_cna") && !stdout.contains("vs_pl"),
         "{stdout}"
     );
-    let row = stdout
-        .lines()
-        .find(|l| l.starts_with("kv") && l.contains(" combining "))
-        .unwrap_or_else(|| panic!("no combining row: {stdout}"));
-    let cols: Vec<&str> = row.split_whitespace().collect();
+    let cols = row(&stdout, "combining");
     // combining over cna: 0.5 in OLD, 0.75 in NEW.
     assert_eq!(cols[12..15], ["0.500", "0.750", "1.500"], "{stdout}");
-    let pl = stdout
-        .lines()
-        .find(|l| l.starts_with("kv") && l.contains(" parking_lot "))
-        .unwrap_or_else(|| panic!("no parking_lot row: {stdout}"));
-    let cols: Vec<&str> = pl.split_whitespace().collect();
+    let cols = row(&stdout, "parking_lot");
     // parking_lot is a lock like any other here: twice cna's rate.
     assert_eq!(cols[12..15], ["2.000", "2.000", "1.000"], "{stdout}");
 
