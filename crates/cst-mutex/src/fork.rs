@@ -58,7 +58,10 @@
 //! queue node on the reused stack). So every thread records the keys it
 //! sleeps on in a process-wide table ([`Parked`]), and the child handler,
 //! before the child has a second thread, unparks every recorded key: the
-//! parking lot takes the ghosts' records out of its queues.
+//! parking lot takes the ghosts' records out of its queues. The table holds
+//! one record per sleeper, however many sleep on one key; it starts with
+//! room for 4,096 and grows by mapped segments of as many (never by the
+//! allocator, which may be the caller).
 
 #[cfg(all(unix, not(numa_loom)))]
 use std::sync::atomic::AtomicUsize;
@@ -271,23 +274,105 @@ struct ParkedSlot {
     requeue_to: AtomicUsize,
 }
 
-/// Slots of [`PARKED`]: a thread that finds none free in its [`PROBES`]
-/// sleeps unrecorded (module docs: its record may then be a ghost in the
-/// child of a fork). More sleepers than this at once are far beyond the
-/// threads a process runs.
+/// Slots per [`Segment`] (a power of two).
 #[cfg(all(unix, not(numa_loom)))]
-const PARKED_SLOTS: usize = 4096;
-/// Slots a thread tries, from the one its key hashes to.
+const SEGMENT_SLOTS: usize = 4096;
+/// Slots a thread tries in a segment, from the one its stack hashes to,
+/// before it moves on to the next segment.
 #[cfg(all(unix, not(numa_loom)))]
 const PROBES: usize = 64;
 
+/// A part of the table of [`Parked`] records: [`FIRST`], then segments
+/// mapped from the kernel as the sleepers outgrow it, never unmapped. All
+/// zeros is an empty segment (free slots, no next segment), which is what
+/// an anonymous mapping holds.
 #[cfg(all(unix, not(numa_loom)))]
-static PARKED: [ParkedSlot; PARKED_SLOTS] = [const {
-    ParkedSlot {
-        key: AtomicUsize::new(0),
-        requeue_to: AtomicUsize::new(0),
+#[repr(C)]
+struct Segment {
+    slots: [ParkedSlot; SEGMENT_SLOTS],
+    /// The next segment, null until the sleepers outgrow this one; set
+    /// once.
+    next: std::sync::atomic::AtomicPtr<Segment>,
+}
+
+/// The first segment of the table: room for more sleepers at once than a
+/// process usually has threads, so that the table only grows with a
+/// process of thousands of sleeping threads.
+#[cfg(all(unix, not(numa_loom)))]
+static FIRST: Segment = Segment {
+    slots: [const {
+        ParkedSlot {
+            key: AtomicUsize::new(0),
+            requeue_to: AtomicUsize::new(0),
+        }
+    }; SEGMENT_SLOTS],
+    next: std::sync::atomic::AtomicPtr::new(core::ptr::null_mut()),
+};
+
+#[cfg(all(unix, not(numa_loom)))]
+impl Segment {
+    /// The segment after this one, mapping it if there is none yet; `None`
+    /// if the kernel has no memory for it.
+    fn next_or_grow(&self) -> Option<&'static Segment> {
+        use core::ptr;
+        // Acquire: pairs with the Release CAS below, so the mapping's
+        // (zeroed) memory is seen as the mapping thread left it.
+        let next = self.next.load(Ordering::Acquire);
+        if !next.is_null() {
+            // SAFETY: a published segment is never unmapped.
+            return Some(unsafe { &*next });
+        }
+        let size = core::mem::size_of::<Segment>();
+        // SAFETY: an anonymous private mapping of `size` bytes, no fixed
+        // address; nothing else is affected. Not the allocator: a park may
+        // run inside the `#[global_allocator]`'s own lock (numa-preload).
+        let mapped = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mapped == libc::MAP_FAILED {
+            return None;
+        }
+        let mine = mapped.cast::<Segment>();
+        // Success Release: publishes the mapping to the Acquire load above
+        // of every later grower and recorder. Failure Acquire: we use the
+        // winner's segment, which must be seen as it was published.
+        match self.next.compare_exchange(
+            ptr::null_mut(),
+            mine,
+            Ordering::Release,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: just published; never unmapped.
+            Ok(_) => Some(unsafe { &*mine }),
+            Err(winner) => {
+                // SAFETY: our mapping of `size` bytes, never published.
+                unsafe { libc::munmap(mapped, size) };
+                // SAFETY: a published segment is never unmapped.
+                Some(unsafe { &*winner })
+            }
+        }
     }
-}; PARKED_SLOTS];
+}
+
+/// Every slot of the table, segment after segment (the child handler's
+/// walk).
+#[cfg(all(unix, not(numa_loom)))]
+fn slots() -> impl Iterator<Item = &'static ParkedSlot> {
+    core::iter::successors(Some(&FIRST), |seg| {
+        // Acquire: as in `next_or_grow`.
+        let next = seg.next.load(Ordering::Acquire);
+        // SAFETY: a published segment is never unmapped.
+        (!next.is_null()).then(|| unsafe { &*next })
+    })
+    .flat_map(|seg| seg.slots.iter())
+}
 
 /// A thread's record of the keys it sleeps on (module docs, "The parent's
 /// sleepers in the child"), from before the parking lot can queue it until
@@ -295,39 +380,62 @@ static PARKED: [ParkedSlot; PARKED_SLOTS] = [const {
 /// parking shim does not record: its models do not fork.)
 #[cfg_attr(numa_loom, allow(dead_code))]
 pub(crate) struct Parked {
-    /// The slot's index + 1; 0: unrecorded.
+    /// The slot; null: unrecorded (the kernel had no memory for a new
+    /// segment).
     #[cfg(all(unix, not(numa_loom)))]
-    slot: usize,
+    slot: *const ParkedSlot,
 }
 
 #[cfg_attr(numa_loom, allow(dead_code))]
 impl Parked {
     /// Records that this thread is about to park on `key`, and may be moved
     /// to `requeue_to` (0: never) while it sleeps.
+    ///
+    /// Every sleeper gets a slot: many threads often sleep on one key (the
+    /// readers of an `RwLock`, a pool of workers on a `Condvar`), so the
+    /// slot a thread tries first follows its stack, not the key; a segment
+    /// whose slots near there are taken passes the thread on to the next
+    /// one, mapped as needed. Only if the kernel has no memory for a new
+    /// segment does the thread sleep unrecorded (module docs: its record
+    /// may then be a ghost in the child of a fork).
     #[inline]
     pub(crate) fn record(key: usize, requeue_to: usize) -> Parked {
         #[cfg(all(unix, not(numa_loom)))]
         {
-            // Keys are addresses: drop the alignment bits, spread the rest.
-            let start = (key >> 4).wrapping_mul(0x9E37_79B9) % PARKED_SLOTS;
-            for i in 0..PROBES {
-                let slot = (start + i) % PARKED_SLOTS;
-                let s = &PARKED[slot];
-                // Relaxed: the slot is claimed by this one location; the
-                // records are read only by the child handler, after the
-                // prepare handler's Acquire of our `leave_lot` Release,
-                // which follows these stores (or by no one).
-                if s.key.load(Ordering::Relaxed) == 0
-                    && s.key
-                        .compare_exchange(0, key, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok()
-                {
-                    // Relaxed: as above.
-                    s.requeue_to.store(requeue_to, Ordering::Relaxed);
-                    return Parked { slot: slot + 1 };
+            // Threads' stacks lie apart (a page and more): hash the page
+            // of a local, Fibonacci hashing onto the segment's slots.
+            let here = 0u8;
+            let page = (&raw const here as usize as u64) >> 12;
+            let start = (page.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                >> (64 - SEGMENT_SLOTS.trailing_zeros())) as usize;
+            let mut seg = &FIRST;
+            loop {
+                for i in 0..PROBES {
+                    let s = &seg.slots[(start + i) % SEGMENT_SLOTS];
+                    // Relaxed: the slot is claimed by this one location;
+                    // the records are read only by the child handler,
+                    // after the prepare handler's Acquire of our
+                    // `leave_lot` Release, which follows these stores (or
+                    // by no one).
+                    if s.key.load(Ordering::Relaxed) == 0
+                        && s.key
+                            .compare_exchange(0, key, Ordering::Relaxed, Ordering::Relaxed)
+                            .is_ok()
+                    {
+                        // Relaxed: as above.
+                        s.requeue_to.store(requeue_to, Ordering::Relaxed);
+                        return Parked { slot: s };
+                    }
+                }
+                match seg.next_or_grow() {
+                    Some(next) => seg = next,
+                    None => {
+                        return Parked {
+                            slot: core::ptr::null(),
+                        };
+                    }
                 }
             }
-            Parked { slot: 0 }
         }
         #[cfg(not(all(unix, not(numa_loom))))]
         {
@@ -341,8 +449,9 @@ impl Drop for Parked {
     #[inline]
     fn drop(&mut self) {
         #[cfg(all(unix, not(numa_loom)))]
-        if self.slot != 0 {
-            let s = &PARKED[self.slot - 1];
+        if !self.slot.is_null() {
+            // SAFETY: a slot of the table, which is never unmapped.
+            let s = unsafe { &*self.slot };
             // Relaxed: a child that still sees the record only unparks a
             // key nobody of the child sleeps on yet.
             s.requeue_to.store(0, Ordering::Relaxed);
@@ -355,7 +464,7 @@ impl Drop for Parked {
 /// parent's sleepers out of the parking lot (module docs).
 #[cfg(all(unix, not(numa_loom)))]
 fn forget_parent_sleepers() {
-    for s in &PARKED {
+    for s in slots() {
         // Relaxed: the child has one thread.
         let key = s.key.load(Ordering::Relaxed);
         if key == 0 {
@@ -384,4 +493,66 @@ extern "C" fn child() {
     forget_parent_sleepers();
     // Release: opens the gate; only this thread's own entries remain.
     LOT_USERS.store(own_entries(), Ordering::Release);
+}
+
+#[cfg(all(test, unix, not(numa_loom)))]
+mod tests {
+    use super::{Parked, SEGMENT_SLOTS, slots};
+    use std::sync::atomic::Ordering;
+    use std::sync::{Arc, Barrier};
+
+    /// A key no other test sleeps on: the address of a local of the test.
+    fn records_of(key: usize) -> usize {
+        slots()
+            .filter(|s| s.key.load(Ordering::Relaxed) == key)
+            .count()
+    }
+
+    #[test]
+    fn every_sleeper_on_one_key_is_recorded() {
+        // The readers of an RwLock, or a pool's workers on a Condvar, sleep
+        // on one key. Each gets its own record (freed when it wakes), and
+        // the crowd must not take every slot another key's sleeper tries
+        // (`tests/fork.rs`: a crowded key leaves no record of another).
+        const THREADS: usize = 150;
+        let anchor = 0u64;
+        let key = &raw const anchor as usize;
+        let recorded = Arc::new(Barrier::new(THREADS + 1));
+        let counted = Arc::new(Barrier::new(THREADS + 1));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (recorded, counted) = (recorded.clone(), counted.clone());
+                std::thread::spawn(move || {
+                    let parked = Parked::record(key, key + 8);
+                    recorded.wait();
+                    counted.wait();
+                    drop(parked);
+                })
+            })
+            .collect();
+        recorded.wait();
+        let n = records_of(key);
+        counted.wait();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(n, THREADS, "sleepers on one key without a record");
+        assert_eq!(records_of(key), 0, "records left after the sleepers woke");
+    }
+
+    #[test]
+    fn the_table_grows_past_its_first_segment() {
+        // More sleepers at once than the first segment holds (one thread
+        // holding many records tries the same slots first every time, so
+        // this also covers a crowded neighbourhood).
+        let anchor = 0u64;
+        let key = &raw const anchor as usize;
+        let records: Vec<Parked> = (0..SEGMENT_SLOTS + 100)
+            .map(|_| Parked::record(key, 0))
+            .collect();
+        assert!(records.iter().all(|p| !p.slot.is_null()));
+        assert_eq!(records_of(key), SEGMENT_SLOTS + 100);
+        drop(records);
+        assert_eq!(records_of(key), 0);
+    }
 }

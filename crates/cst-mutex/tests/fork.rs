@@ -229,52 +229,98 @@ fn fork_while_others_park_in_the_parking_lot() {
 /// condvar's key (its address) before it starts a thread.
 #[test]
 fn parent_sleepers_leave_no_record_in_the_child() {
+    sleepers_leave_no_record(1, 0);
+}
+
+/// As above, with 100 threads asleep on one condvar and one on another that
+/// lies 64 KiB further: two keys that the table of sleepers once hashed to
+/// the same 64 slots it tried, so the second key's sleeper found them taken
+/// and slept unrecorded, and its record stayed in the child's lot.
+#[test]
+fn a_crowded_key_leaves_no_record_of_another_in_the_child() {
+    sleepers_leave_no_record(100, 1);
+}
+
+/// A mutex and a condvar; `.0` of the data counts the threads waiting, and
+/// `.1` releases them.
+type Pair = (Mutex<(usize, bool)>, cst_mutex::Condvar);
+
+/// Two pairs whose condvars lie 64 KiB apart.
+#[repr(C)]
+struct FarApart {
+    a: Pair,
+    pad: [u8; 65_536 - std::mem::size_of::<Pair>()],
+    b: Pair,
+}
+
+/// `on_a` threads wait on one condvar and `on_b` on another while the test
+/// forks; the child counts what the lot still holds for the condvars' keys
+/// (their addresses) before it starts a thread.
+fn sleepers_leave_no_record(on_a: usize, on_b: usize) {
     let _one = one_at_a_time();
-    // The condvar's parking-lot key is its raw condvar's address, which is
+    // A condvar's parking-lot key is its raw condvar's address, which is
     // the condvar's (`lock_api::Condvar` holds only the raw one).
     assert_eq!(
         std::mem::size_of::<cst_mutex::Condvar>(),
         std::mem::size_of::<cst_mutex::RawCondvar>()
     );
-    let pair = Arc::new((Mutex::new((false, false)), cst_mutex::Condvar::new()));
-    let waiter = {
-        let pair = pair.clone();
-        thread::spawn(move || {
-            let (m, cv) = &*pair;
-            let mut g = m.lock();
-            g.0 = true; // waiting
-            while !g.1 {
-                cv.wait(&mut g);
-            }
+    let new_pair = || (Mutex::new((0, false)), cst_mutex::Condvar::new());
+    let far = Arc::new(FarApart {
+        a: new_pair(),
+        pad: [0; 65_536 - std::mem::size_of::<Pair>()],
+        b: new_pair(),
+    });
+    let key = |p: &Pair| &p.1 as *const cst_mutex::Condvar as usize;
+    let keys = [key(&far.a), key(&far.b)];
+    assert_eq!(keys[1] - keys[0], 65_536);
+    let waiters: Vec<_> = (0..on_a + on_b)
+        .map(|i| {
+            let far = far.clone();
+            let on_b = i >= on_a;
+            thread::spawn(move || {
+                let (m, cv) = if on_b { &far.b } else { &far.a };
+                let mut g = m.lock();
+                g.0 += 1;
+                while !g.1 {
+                    cv.wait(&mut g);
+                }
+            })
         })
-    };
-    // The waiter released the mutex only from inside the wait, after the
-    // parking lot queued it: once we hold the mutex and see it waiting, it
-    // sleeps in the lot (or was woken spuriously and sleeps again; its
-    // record is in the lot whenever it does not hold the mutex).
-    let g = loop {
-        let g = pair.0.lock();
-        if g.0 {
-            break g;
+        .collect();
+    // A waiter released its mutex only from inside the wait, after the
+    // parking lot queued it: once we hold both mutexes and see all of them
+    // waiting, they sleep in the lot (or one was woken spuriously and
+    // waits for its mutex, which only lowers what the child can find).
+    let guards = loop {
+        let (ga, gb) = (far.a.0.lock(), far.b.0.lock());
+        if ga.0 == on_a && gb.0 == on_b {
+            break (ga, gb);
         }
-        drop(g);
+        drop((ga, gb));
         thread::yield_now();
     };
-    let key = &pair.1 as *const cst_mutex::Condvar as usize;
     let status = in_child(|| {
-        // SAFETY: a key of cst-mutex's, which only unparks (nothing of the
-        // child sleeps on it); the lot's buckets are unlocked in the child.
-        let left =
-            unsafe { parking_lot_core::unpark_all(key, parking_lot_core::DEFAULT_UNPARK_TOKEN) };
-        assert_eq!(
-            left, 0,
-            "the parent's condvar waiter is still queued in the child's parking lot"
-        );
+        for key in keys {
+            // SAFETY: a key of cst-mutex's, which only unparks (nothing of
+            // the child sleeps on it); the lot's buckets are unlocked in the
+            // child.
+            let left = unsafe {
+                parking_lot_core::unpark_all(key, parking_lot_core::DEFAULT_UNPARK_TOKEN)
+            };
+            assert_eq!(
+                left, 0,
+                "parent's condvar waiters still queued in the child's parking lot"
+            );
+        }
     });
-    let mut g = g;
-    g.1 = true;
-    drop(g);
-    pair.1.notify_all();
-    waiter.join().unwrap();
+    let (mut ga, mut gb) = guards;
+    ga.1 = true;
+    gb.1 = true;
+    drop((ga, gb));
+    far.a.1.notify_all();
+    far.b.1.notify_all();
+    for w in waiters {
+        w.join().unwrap();
+    }
     assert_exited_ok(status, "the child's parking lot");
 }
