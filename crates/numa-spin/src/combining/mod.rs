@@ -201,7 +201,15 @@
 //!   waiter waited was 430-610 us for combining against 215-500 us for CNA
 //!   (medians over 16-20 interleaved rounds of 4 repeats). In every gap over
 //!   300 us, both nodes' combiners were waiting for the global lock and
-//!   19-25 of the 32 threads were request waiters behind them.
+//!   19-25 of the 32 threads were request waiters behind them. A combiner
+//!   that never sleeps there does not close the gap on that machine:
+//!   waiting with [`WaitPolicy::Yield`](crate::WaitPolicy::Yield), or
+//!   napping in the queue instead of parking, left the longest gaps at
+//!   510-690 us against CNA's 280-530 us in the same runs (6-8 interleaved
+//!   rounds of 4-5 repeats). With a CPU hog (`--hog 1`, kv, 4 and 32
+//!   threads) the yielding combiner's throughput fell from 0.93-1.00x
+//!   CNA's to 0.85-0.93x: there the CPUs are the scarce resource, and a
+//!   waiter that keeps one keeps it from threads that could use the lock.
 //! - Size: [`RawCombiningMutex`] is 16 bytes, aligned to 8: the CNA lock (its
 //!   two 4-byte words; 16 bytes with its own tunables, `with_config`, and
 //!   more with the `stats` feature's counters) and the 8-byte binding word
