@@ -497,7 +497,7 @@ extern "C" fn child() {
 
 #[cfg(all(test, unix, not(numa_loom)))]
 mod tests {
-    use super::{Parked, SEGMENT_SLOTS, slots};
+    use super::{FIRST, PROBES, Parked, slots};
     use std::sync::atomic::Ordering;
     use std::sync::{Arc, Barrier};
 
@@ -542,16 +542,17 @@ mod tests {
 
     #[test]
     fn the_table_grows_past_its_first_segment() {
-        // More sleepers at once than the first segment holds (one thread
-        // holding many records tries the same slots first every time, so
-        // this also covers a crowded neighbourhood).
+        // One thread tries the same slots first every time (its stack), so
+        // past its 64 probes its records take the next segments: what a
+        // crowd of sleepers whose first slots lie together, or more than
+        // 4,096 sleepers, make of the table.
         let anchor = 0u64;
         let key = &raw const anchor as usize;
-        let records: Vec<Parked> = (0..SEGMENT_SLOTS + 100)
-            .map(|_| Parked::record(key, 0))
-            .collect();
+        let n = 3 * PROBES + 10;
+        let records: Vec<Parked> = (0..n).map(|_| Parked::record(key, 0)).collect();
         assert!(records.iter().all(|p| !p.slot.is_null()));
-        assert_eq!(records_of(key), SEGMENT_SLOTS + 100);
+        assert!(!FIRST.next.load(Ordering::Relaxed).is_null());
+        assert_eq!(records_of(key), n);
         drop(records);
         assert_eq!(records_of(key), 0);
     }
