@@ -403,7 +403,7 @@ mod tests {
 
     #[test]
     fn compare_writes_every_file() {
-        let _g = crate::harness::POINT_LOCK.lock().unwrap();
+        let _g = crate::harness::one_point_at_a_time();
         let dir = std::env::temp_dir().join(format!("numa-bench-cmp-{}", std::process::id()));
         let opts = CompareOptions {
             locks: vec![LockName::ParkingLot, LockName::Std],

@@ -734,6 +734,13 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
 /// guards library users and parallel tests.
 pub static POINT_LOCK: Mutex<()> = Mutex::new(());
 
+/// [`POINT_LOCK`] for a test; a test that failed while holding it does not
+/// fail the others (poisoning is ignored: the lock guards no data).
+#[cfg(test)]
+pub(crate) fn one_point_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    POINT_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -759,7 +766,7 @@ mod tests {
 
     #[test]
     fn a_point_counts_ops_and_switches() {
-        let _g = POINT_LOCK.lock().unwrap();
+        let _g = one_point_at_a_time();
         let c = cfg(
             LockName::ParkingLot,
             WorkloadSpec::default_for(WorkloadName::Locktorture),
@@ -805,7 +812,7 @@ mod tests {
 
     #[test]
     fn hogs_and_idle_gaps_are_reported() {
-        let _g = POINT_LOCK.lock().unwrap();
+        let _g = one_point_at_a_time();
         let mut c = cfg(
             LockName::ParkingLot,
             WorkloadSpec::default_for(WorkloadName::Locktorture),
@@ -838,7 +845,7 @@ mod tests {
 
     #[test]
     fn one_thread_never_switches_nodes() {
-        let _g = POINT_LOCK.lock().unwrap();
+        let _g = one_point_at_a_time();
         let p = run_point(&cfg(
             LockName::Std,
             WorkloadSpec::default_for(WorkloadName::Kv),
@@ -851,7 +858,7 @@ mod tests {
 
     #[test]
     fn every_workload_runs_on_a_matching_lock() {
-        let _g = POINT_LOCK.lock().unwrap();
+        let _g = one_point_at_a_time();
         for (lock, w) in [
             (LockName::Spin, WorkloadName::PageAlloc),
             (LockName::Ticket, WorkloadName::Locktorture),
@@ -909,7 +916,11 @@ mod tests {
         // Every interval between two lock calls holds a 2 ms critical section,
         // so the longest one is at least that, also for a run of one
         // operation (the interval of the last call ends when the worker stops).
-        let _g = POINT_LOCK.lock().unwrap();
+        // The section spins on `Instant`; the intervals are read from quanta's
+        // cycle counter, whose calibration against that clock may be off by
+        // a fraction of a percent (1,998,523 ns was seen): allow 1%. A run
+        // that missed the last interval reads a few microseconds.
+        let _g = one_point_at_a_time();
         let w = Locktorture {
             cs: crate::delay::Delay::Nanos(2_000_000),
             ..Locktorture::default()
@@ -919,7 +930,7 @@ mod tests {
             c.duration = duration;
             let p = run_point(&c).unwrap();
             assert!(
-                p.wait_max_ns >= 2_000_000,
+                p.wait_max_ns >= 1_980_000,
                 "{duration:?}: wait_max_ns {}",
                 p.wait_max_ns
             );
@@ -930,7 +941,7 @@ mod tests {
     fn remote_penalty_is_paid_inside_the_critical_section() {
         // With a 20 us penalty and 2 threads on 2 virtual nodes, every node switch
         // holds the lock 20 us: the switches can take at most the window.
-        let _g = POINT_LOCK.lock().unwrap();
+        let _g = one_point_at_a_time();
         let mut c = cfg(
             LockName::ParkingLot,
             WorkloadSpec::default_for(WorkloadName::Locktorture),

@@ -228,7 +228,7 @@ mod tests {
     /// thread count, every column filled.
     #[test]
     fn preset_prints_one_row_per_thread_count_per_node_count() {
-        let _g = crate::harness::POINT_LOCK.lock().unwrap();
+        let _g = crate::harness::one_point_at_a_time();
         let dir = std::env::temp_dir().join(format!("numa-bench-hq-preset-{}", std::process::id()));
         let opts = HqPresetOptions {
             threads: vec![1, 2, 4],
