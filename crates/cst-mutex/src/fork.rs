@@ -408,39 +408,46 @@ impl Parked {
             let page = (&raw const here as usize as u64) >> 12;
             let start = (page.wrapping_mul(0x9E37_79B9_7F4A_7C15)
                 >> (64 - SEGMENT_SLOTS.trailing_zeros())) as usize;
-            let mut seg = &FIRST;
-            loop {
-                for i in 0..PROBES {
-                    let s = &seg.slots[(start + i) % SEGMENT_SLOTS];
-                    // Relaxed: the slot is claimed by this one location;
-                    // the records are read only by the child handler,
-                    // after the prepare handler's Acquire of our
-                    // `leave_lot` Release, which follows these stores (or
-                    // by no one).
-                    if s.key.load(Ordering::Relaxed) == 0
-                        && s.key
-                            .compare_exchange(0, key, Ordering::Relaxed, Ordering::Relaxed)
-                            .is_ok()
-                    {
-                        // Relaxed: as above.
-                        s.requeue_to.store(requeue_to, Ordering::Relaxed);
-                        return Parked { slot: s };
-                    }
-                }
-                match seg.next_or_grow() {
-                    Some(next) => seg = next,
-                    None => {
-                        return Parked {
-                            slot: core::ptr::null(),
-                        };
-                    }
-                }
-            }
+            Self::record_from(start, key, requeue_to)
         }
         #[cfg(not(all(unix, not(numa_loom))))]
         {
             let _ = (key, requeue_to);
             Parked {}
+        }
+    }
+
+    /// [`record`](Parked::record) from the slot `start` (below
+    /// [`SEGMENT_SLOTS`]) of each segment.
+    #[cfg(all(unix, not(numa_loom)))]
+    fn record_from(start: usize, key: usize, requeue_to: usize) -> Parked {
+        let mut seg = &FIRST;
+        loop {
+            for i in 0..PROBES {
+                let s = &seg.slots[(start + i) % SEGMENT_SLOTS];
+                // Relaxed: the slot is claimed by this one location;
+                // the records are read only by the child handler,
+                // after the prepare handler's Acquire of our
+                // `leave_lot` Release, which follows these stores (or
+                // by no one).
+                if s.key.load(Ordering::Relaxed) == 0
+                    && s.key
+                        .compare_exchange(0, key, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    // Relaxed: as above.
+                    s.requeue_to.store(requeue_to, Ordering::Relaxed);
+                    return Parked { slot: s };
+                }
+            }
+            match seg.next_or_grow() {
+                Some(next) => seg = next,
+                None => {
+                    return Parked {
+                        slot: core::ptr::null(),
+                    };
+                }
+            }
         }
     }
 }
@@ -542,14 +549,15 @@ mod tests {
 
     #[test]
     fn the_table_grows_past_its_first_segment() {
-        // One thread tries the same slots first every time (its stack), so
-        // past its 64 probes its records take the next segments: what a
-        // crowd of sleepers whose first slots lie together, or more than
-        // 4,096 sleepers, make of the table.
+        // Records that all try the same slots first: past the 64 probes
+        // they take the next segments, as a crowd of sleepers whose first
+        // slots lie together, or more than 4,096 sleepers, make them do.
+        // (`record` itself starts at its stack's slot, which under
+        // AddressSanitizer's fake stacks moves from call to call.)
         let anchor = 0u64;
         let key = &raw const anchor as usize;
         let n = 3 * PROBES + 10;
-        let records: Vec<Parked> = (0..n).map(|_| Parked::record(key, 0)).collect();
+        let records: Vec<Parked> = (0..n).map(|_| Parked::record_from(7, key, 0)).collect();
         assert!(records.iter().all(|p| !p.slot.is_null()));
         assert!(!FIRST.next.load(Ordering::Relaxed).is_null());
         assert_eq!(records_of(key), n);
