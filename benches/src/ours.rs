@@ -35,6 +35,7 @@ fn spin_stats(s: numa_spin::Stats) -> LockStats {
         ("combine_requests", s.combine_requests),
         ("binding_writes", s.binding_writes),
         ("combine_solo", s.combine_solo),
+        ("steal_attempts", s.steal_attempts),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -77,8 +77,8 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // The lock may have been released since the fast path looked; while
         // the queue head is not running (asleep, or absent behind its
         // NO_STEAL mark), spin for the lock rather than queue behind it.
-        if self.try_steal()
-            || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal())
+        if self.try_steal_free()
+            || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal_free())
             || node::steal_past_absent_head(&self.tail, &self.locked, &cfg)
         {
             return;
@@ -520,6 +520,10 @@ mod tests {
         }
         fn naming(code: u32) -> u32 {
             code << crate::word::TAIL_SHIFT
+        }
+        #[cfg(feature = "stats")]
+        fn stats(&self) -> crate::Stats {
+            self.stats()
         }
     }
 

@@ -36,6 +36,9 @@ pub(crate) trait TestLock: Send + Sync + 'static {
     /// The tail word (no flags) that names queue node `code` as the newest
     /// and only waiter: the inverse of [`newest`](TestLock::newest).
     fn naming(code: u32) -> u32;
+    /// The lock's counters.
+    #[cfg(feature = "stats")]
+    fn stats(&self) -> crate::Stats;
 }
 
 /// Waits (at most 10 s) until the tail names a queue node not in `seen`,
@@ -139,6 +142,51 @@ pub(crate) fn arrival_spins_instead_of_queueing_behind_a_sleeping_head<L: TestLo
     unsafe { lock.unlock() };
     arrival.join().unwrap();
     assert_eq!(lock.tail().load(Ordering::SeqCst), 0);
+}
+
+/// An arrival spinning behind a sleeping queue head while the lock is held
+/// reads the lock word and tries it only once it is free: none of its spins
+/// takes the word's line from the holder, so it makes one compare-and-swap on
+/// the word (its fast path's) before it queues (`Stats::steal_attempts`).
+#[cfg(feature = "stats")]
+pub(crate) fn arrival_behind_a_sleeping_head_reads_a_held_word<L: TestLock>() {
+    static ONE_WATCHER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _watching = ONE_WATCHER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let lock = Arc::new(L::with_test_config(&SPIN_60S));
+    lock.lock();
+    // The flag a napping head sets (set by hand: the arrival reads only it).
+    lock.tail().fetch_or(HEAD_ASLEEP, Ordering::SeqCst);
+    node::tests::watch_asleep_spins(Some(lock.tail()));
+    let before = lock.stats().steal_attempts;
+    let l = lock.clone();
+    let arrival = std::thread::spawn(move || {
+        l.lock();
+        // SAFETY: acquired above.
+        unsafe { l.unlock() };
+    });
+    let start = Instant::now();
+    while node::tests::watched_spins() < 100 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the arrival never spun behind the sleeping head"
+        );
+        std::thread::yield_now();
+    }
+    // The head runs again: the arrival queues.
+    lock.tail().fetch_and(!HEAD_ASLEEP, Ordering::SeqCst);
+    await_new_tail(&*lock, &[]);
+    let spins = node::tests::watched_spins();
+    let attempts = lock.stats().steal_attempts - before;
+    node::tests::watch_asleep_spins(None);
+    // SAFETY: acquired above.
+    unsafe { lock.unlock() };
+    arrival.join().unwrap();
+    assert_eq!(
+        attempts, 1,
+        "compare-and-swaps on the held word by one arrival in {spins} spins"
+    );
 }
 
 /// An arrival that finds the queue head asleep spins for the lock word only
@@ -415,6 +463,11 @@ macro_rules! head_tests {
             #[test]
             fn arrival_spins_instead_of_queueing_behind_a_sleeping_head() {
                 super::arrival_spins_instead_of_queueing_behind_a_sleeping_head::<$lock>();
+            }
+            #[cfg(feature = "stats")]
+            #[test]
+            fn arrival_behind_a_sleeping_head_reads_a_held_word() {
+                super::arrival_behind_a_sleeping_head_reads_a_held_word::<$lock>();
             }
             #[test]
             fn arrival_spins_behind_a_sleeping_head_only_while_it_may_steal() {

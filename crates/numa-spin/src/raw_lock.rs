@@ -185,20 +185,33 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     }
 
     /// The fast path's single attempt: take the lock if it is free and stealing is
-    /// allowed.
+    /// allowed. A compare-and-swap whether or not the word is free (one access
+    /// to an uncontended line, not a read and then a write).
     #[inline]
     pub(crate) fn try_steal(&self) -> bool {
         // Relaxed: NO_STEAL is a hint for fairness, not for memory safety; a stale
         // read allows one in-flight steal (see the module docs). The data the lock
         // protects is synchronized by the CAS below.
-        self.tail.load(Ordering::Relaxed) & NO_STEAL == 0
+        self.tail.load(Ordering::Relaxed) & NO_STEAL == 0 && {
+            #[cfg(feature = "stats")]
+            self.counters.steal_attempt();
             // Acquire on success: pairs with the Release store of the unlock that
             // made the word UNLOCKED, so the previous critical section happens-before
             // ours. Relaxed on failure: nothing was acquired.
-            && self
-                .locked
+            self.locked
                 .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
+        }
+    }
+
+    /// A slow-path attempt: as [`try_steal`](Self::try_steal), but only if a
+    /// read finds the word free (test-and-test-and-set), so a thread that
+    /// keeps finding the lock held reads the word's line instead of taking
+    /// it from the holder, whose release store would have to take it back.
+    #[inline]
+    pub(crate) fn try_steal_free(&self) -> bool {
+        // Relaxed: only picks the moment to try; `try_steal`'s CAS acquires.
+        self.locked.load(Ordering::Relaxed) == UNLOCKED && self.try_steal()
     }
 
     /// Acquires the lock, spinning (then yielding) while it is held: what
@@ -217,6 +230,20 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
             self.counters.acquired(node, false);
             return;
         }
+        self.lock_slow();
+        #[cfg(feature = "stats")]
+        self.counters.acquired(node, true);
+    }
+
+    /// [`acquire`](RawLock::acquire) for a caller whose own attempt (a
+    /// [`try_acquire`](RawLock::try_acquire)) just failed: goes straight to the
+    /// slow path, which reads the word before it tries it again. `acquire`'s
+    /// fast path would try the held word once more, and a failed
+    /// compare-and-swap takes the word's line from the holder as a successful
+    /// one does.
+    pub(crate) fn acquire_contended(&self) {
+        #[cfg(feature = "stats")]
+        let node = crate::sync::current_node();
         self.lock_slow();
         #[cfg(feature = "stats")]
         self.counters.acquired(node, true);

@@ -58,6 +58,16 @@ pub struct Stats {
     /// the lock served only itself
     /// ([`COMBINE_SOLO_STREAK`](crate::combining::COMBINE_SOLO_STREAK)).
     pub combine_solo: u64,
+    /// Compare-and-swaps on the lock word by threads taking it ahead of the
+    /// queue while stealing is allowed: the fast path's and `try_lock`'s one
+    /// attempt, and the slow path's steals (on arrival, and while the queue
+    /// head sleeps). Failed ones included: each takes the word's cache line
+    /// from the thread that holds it. The slow path reads the word first and
+    /// tries only a free one, so a thread that finds the lock held and waits
+    /// makes one (its fast path's). Steals past an absent head's mark, waits
+    /// without a queue node and the queue head's own acquisition are not
+    /// counted.
+    pub steal_attempts: u64,
 }
 
 /// An HQ event counted by [`Counters::hq_event`].
@@ -100,6 +110,7 @@ pub(crate) struct Counters {
     combine_requests: AtomicU64,
     binding_writes: AtomicU64,
     combine_solo: AtomicU64,
+    steal_attempts: AtomicU64,
     /// Node of the last holder, `u32::MAX` before the first acquisition.
     last_node: AtomicU32,
 }
@@ -131,6 +142,7 @@ impl Counters {
             combine_requests: AtomicU64::new(0),
             binding_writes: AtomicU64::new(0),
             combine_solo: AtomicU64::new(0),
+            steal_attempts: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -151,6 +163,7 @@ impl Counters {
             combine_requests: AtomicU64::new(0),
             binding_writes: AtomicU64::new(0),
             combine_solo: AtomicU64::new(0),
+            steal_attempts: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -221,6 +234,14 @@ impl Counters {
         self.combine_solo.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records a compare-and-swap on the lock word ahead of the queue (by a
+    /// thread that does not hold the lock yet: an atomic add, Relaxed, as
+    /// above).
+    #[inline]
+    pub(crate) fn steal_attempt(&self) {
+        self.steal_attempts.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A snapshot.
     pub(crate) fn snapshot(&self) -> Stats {
         Stats {
@@ -237,6 +258,7 @@ impl Counters {
             combine_requests: self.combine_requests.load(Ordering::Relaxed),
             binding_writes: self.binding_writes.load(Ordering::Relaxed),
             combine_solo: self.combine_solo.load(Ordering::Relaxed),
+            steal_attempts: self.steal_attempts.load(Ordering::Relaxed),
         }
     }
 }

@@ -226,7 +226,8 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
         if solo::skip_queue(self.addr() as usize) {
             #[cfg(feature = "stats")]
             self.lock.counters.combine_solo();
-            self.lock.acquire();
+            // `combine` just tried the word.
+            self.lock.acquire_contended();
             // SAFETY: acquired just above; the caller's contract.
             return unsafe { self.run_held(data, f) };
         }

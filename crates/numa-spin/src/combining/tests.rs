@@ -256,7 +256,9 @@ fn a_batch_leaves_the_queue_set_with_one_write() {
 
 /// A thread whose contended calls were batches of one (it combined only
 /// its own closure) queues no request after `COMBINE_SOLO_STREAK` of them:
-/// it waits for the global lock as `lock()` does, and binds no queue set.
+/// it waits for the global lock as `lock()` does, and binds no queue set;
+/// with counters, it makes one compare-and-swap on the held lock word (its
+/// `combine`'s) before it queues there.
 #[test]
 fn solo_batches_send_the_next_contended_call_to_the_global_lock() {
     let _pool = pool_shared();
@@ -269,9 +271,13 @@ fn solo_batches_send_the_next_contended_call_to_the_global_lock() {
             .all(|()| m2.combine(|n| (*n += 1, thread::current().id() == me).1))
     });
     let global = || raw(&m).raw_lock().tail_word() & !3;
+    #[cfg(feature = "stats")]
+    let steals = || raw(&m).raw_lock().stats().steal_attempts;
     for round in 0..=COMBINE_SOLO_STREAK {
         let guard = m.lock();
         let before = global();
+        #[cfg(feature = "stats")]
+        let steals_before = steals();
         go.send(()).unwrap();
         if round < COMBINE_SOLO_STREAK {
             await_state("the request", || !tail0(&m).is_null());
@@ -280,6 +286,13 @@ fn solo_batches_send_the_next_contended_call_to_the_global_lock() {
             await_state("the wait for the global lock", || global() != before);
             assert_eq!(m.queue_set(), None, "a solo thread bound a queue set");
             assert!(tail0(&m).is_null(), "a solo thread queued a request");
+            // `combine`'s own attempt; the wait reads the held word.
+            #[cfg(feature = "stats")]
+            assert_eq!(
+                steals() - steals_before,
+                1,
+                "compare-and-swaps on the held word before the solo call queued"
+            );
         }
         drop(guard);
         await_state("the closure", || *m.lock() == u64::from(round) + 1);

@@ -292,13 +292,25 @@ impl<T: Tunables> RawHqLock<T> {
     fn try_steal(&self) -> bool {
         // Relaxed: NO_STEAL is a fairness hint, not for memory safety; the CAS
         // below synchronizes the protected data.
-        self.tail.load(Ordering::Relaxed) & NO_STEAL == 0
+        self.tail.load(Ordering::Relaxed) & NO_STEAL == 0 && {
+            #[cfg(feature = "stats")]
+            self.counters.steal_attempt();
             // Acquire on success: pairs with the Release store of the unlock that
             // made the word UNLOCKED. Relaxed on failure: nothing acquired.
-            && self
-                .locked
+            self.locked
                 .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
+        }
+    }
+
+    /// A slow-path attempt: as [`try_steal`](Self::try_steal), but only if a
+    /// read finds the word free (test-and-test-and-set), so a thread that
+    /// keeps finding the lock held reads the word's line instead of taking
+    /// it from the holder, whose release store would have to take it back.
+    #[inline]
+    fn try_steal_free(&self) -> bool {
+        // Relaxed: only picks the moment to try; `try_steal`'s CAS acquires.
+        self.locked.load(Ordering::Relaxed) == UNLOCKED && self.try_steal()
     }
 
     /// Acquires the lock (`lock_api::RawMutex::lock` without a guard).
@@ -401,8 +413,8 @@ impl<T: Tunables> RawHqLock<T> {
         // The lock may have been released since the fast path looked; while
         // the global head is not running (asleep, or absent behind its
         // NO_STEAL mark), spin for the lock rather than queue behind it.
-        if self.try_steal()
-            || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal())
+        if self.try_steal_free()
+            || node::steal_while_head_asleep(&self.tail, &cfg, || self.try_steal_free())
             || node::steal_past_absent_head(&self.tail, &self.locked, &cfg)
         {
             return;
@@ -599,6 +611,10 @@ mod tests {
         fn naming(code: u32) -> u32 {
             // Plain mode.
             code << CODE_SHIFT
+        }
+        #[cfg(feature = "stats")]
+        fn stats(&self) -> crate::Stats {
+            self.stats()
         }
     }
 

@@ -121,16 +121,49 @@ pub(crate) fn before_enqueue() -> u32 {
 #[cfg(all(test, not(numa_loom)))]
 pub(crate) mod tests {
     use crate::lazy::tests::{enqueues, lazy_reads_while_enqueued};
+    use crate::sync::AtomicU32;
     use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
     std::thread_local! {
         /// Waits of the thread in [`steal_while_head_asleep`]'s spin.
         static ASLEEP_SPINS: Cell<u64> = const { Cell::new(0) };
     }
 
-    /// Counts a wait in [`steal_while_head_asleep`]'s spin.
-    pub(crate) fn note_asleep_spin() {
+    /// The tail word (its address) of the lock whose spins
+    /// [`watched_spins`] counts, 0 for none.
+    static WATCHED: AtomicUsize = AtomicUsize::new(0);
+    /// Waits in [`steal_while_head_asleep`]'s spin on the watched lock, by
+    /// any thread.
+    static WATCHED_SPINS: AtomicU64 = AtomicU64::new(0);
+
+    /// Counts a wait in [`steal_while_head_asleep`]'s spin on the lock whose
+    /// tail word is `tail`.
+    pub(crate) fn note_asleep_spin(tail: &AtomicU32) {
         let _ = ASLEEP_SPINS.try_with(|n| n.set(n.get() + 1));
+        // Relaxed: test counters; a test reads them after it has seen the
+        // spinning thread queue (its enqueue's Release), or only polls them.
+        if WATCHED.load(Ordering::Relaxed) == std::ptr::from_ref(tail) as usize {
+            WATCHED_SPINS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// From now on [`watched_spins`] counts the spins behind a sleeping head
+    /// on the lock whose tail word is `tail`, by any thread; `None` stops
+    /// counting. One lock at a time: its callers take turns.
+    pub(crate) fn watch_asleep_spins(tail: Option<&AtomicU32>) {
+        // Relaxed: as in `note_asleep_spin`.
+        WATCHED_SPINS.store(0, Ordering::Relaxed);
+        WATCHED.store(
+            tail.map_or(0, |t| std::ptr::from_ref(t) as usize),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The spins counted on the watched lock (see [`watch_asleep_spins`]).
+    pub(crate) fn watched_spins() -> u64 {
+        // Relaxed: as in `note_asleep_spin`.
+        WATCHED_SPINS.load(Ordering::Relaxed)
     }
 
     /// How many times the calling thread waited in

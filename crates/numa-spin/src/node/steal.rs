@@ -9,7 +9,9 @@ use crate::sync::{AtomicU32, Ordering};
 /// `tail`, see [`crate::raw_lock`]: the head naps, or it was parked when
 /// head-ship reached it and has not run since), spins for the lock word with
 /// `try_steal` instead of queueing, for at most the spin budget; returns
-/// whether it took the lock. Shared by CNA, the queued lock and HQ.
+/// whether it took the lock. Shared by CNA, the queued lock and HQ, whose
+/// `try_steal` reads the word first and tries only a free one, so the spin
+/// takes no line from the holder while the lock stays held.
 ///
 /// A waiter queued behind a head that is not running cannot take the lock
 /// even when it is free, and, once parked itself, is woken only when it
@@ -47,7 +49,7 @@ pub(crate) fn steal_while_head_asleep(
         && !spin.is_yielding()
     {
         #[cfg(all(test, not(numa_loom)))]
-        super::tests::note_asleep_spin();
+        super::tests::note_asleep_spin(tail);
         spin.snooze();
         if try_steal() {
             return true;
