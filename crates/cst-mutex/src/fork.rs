@@ -311,16 +311,21 @@ static FIRST: Segment = Segment {
 
 #[cfg(all(unix, not(numa_loom)))]
 impl Segment {
+    /// The segment after this one, if one was published.
+    fn next(&self) -> Option<&'static Segment> {
+        // Acquire: pairs with the Release CAS of `next_or_grow`, so the
+        // mapping's (zeroed) memory is seen as the mapping thread left it.
+        let next = self.next.load(Ordering::Acquire);
+        // SAFETY: a published segment is never unmapped.
+        (!next.is_null()).then(|| unsafe { &*next })
+    }
+
     /// The segment after this one, mapping it if there is none yet; `None`
     /// if the kernel has no memory for it.
     fn next_or_grow(&self) -> Option<&'static Segment> {
         use core::ptr;
-        // Acquire: pairs with the Release CAS below, so the mapping's
-        // (zeroed) memory is seen as the mapping thread left it.
-        let next = self.next.load(Ordering::Acquire);
-        if !next.is_null() {
-            // SAFETY: a published segment is never unmapped.
-            return Some(unsafe { &*next });
+        if let Some(next) = self.next() {
+            return Some(next);
         }
         let size = core::mem::size_of::<Segment>();
         // SAFETY: an anonymous private mapping of `size` bytes, no fixed
@@ -340,8 +345,8 @@ impl Segment {
             return None;
         }
         let mine = mapped.cast::<Segment>();
-        // Success Release: publishes the mapping to the Acquire load above
-        // of every later grower and recorder. Failure Acquire: we use the
+        // Success Release: publishes the mapping to the Acquire load of
+        // `next` of every later grower, recorder and walker. Failure Acquire: we use the
         // winner's segment, which must be seen as it was published.
         match self.next.compare_exchange(
             ptr::null_mut(),
@@ -365,13 +370,7 @@ impl Segment {
 /// walk).
 #[cfg(all(unix, not(numa_loom)))]
 fn slots() -> impl Iterator<Item = &'static ParkedSlot> {
-    core::iter::successors(Some(&FIRST), |seg| {
-        // Acquire: as in `next_or_grow`.
-        let next = seg.next.load(Ordering::Acquire);
-        // SAFETY: a published segment is never unmapped.
-        (!next.is_null()).then(|| unsafe { &*next })
-    })
-    .flat_map(|seg| seg.slots.iter())
+    core::iter::successors(Some(&FIRST), |seg| seg.next()).flat_map(|seg| seg.slots.iter())
 }
 
 /// A thread's record of the keys it sleeps on (module docs, "The parent's
