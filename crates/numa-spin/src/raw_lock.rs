@@ -57,6 +57,18 @@
 //! hand-off's mark that lands late); an arrival that sees the mark spins for
 //! the lock word (taking it when it is free and stealing is allowed) for up to
 //! the spin budget before it queues. See `crate::cna`.
+//!
+//! # Writes to the lock's line
+//!
+//! Only the fast path and `try_lock` try the word blind: one compare-and-swap,
+//! one access to a line nobody else holds. Every wait reads the word and tries
+//! it only when it reads `UNLOCKED` (test-and-test-and-set): the slow path's
+//! first look, the spin behind a sleeping head, the queue head, the timed
+//! waiters' polling. A failed compare-and-swap takes the line from the holder
+//! as a successful one does, and the holder's release must take it back; so a
+//! thread that finds the lock held makes one compare-and-swap on it before it
+//! queues, however long it spins (`Stats::steal_attempts` counts them with
+//! feature `stats`).
 
 use crate::config::{Global, Tunables};
 use crate::sync::{AtomicU32, Ordering};
