@@ -210,6 +210,12 @@
 //!   threads) the yielding combiner's throughput fell from 0.93-1.00x
 //!   CNA's to 0.85-0.93x: there the CPUs are the scarce resource, and a
 //!   waiter that keeps one keeps it from threads that could use the lock.
+//!   Waking the napping queue head instead (its nap a futex wait on the
+//!   tail word, and every release of the global lock by this lock a futex
+//!   wake when the tail shows `HEAD_ASLEEP`) shortened the longest gaps
+//!   from 611 to 442 us (locktorture) and 427 to 321 us (kv), still above
+//!   CNA's 326 and 258 us, and cost half the throughput at 32 threads
+//!   (0.50x and 0.64x) and 17% at 2 (6 interleaved rounds of 4 repeats).
 //! - Size: [`RawCombiningMutex`] is 16 bytes, aligned to 8: the CNA lock (its
 //!   two 4-byte words; 16 bytes with its own tunables, `with_config`, and
 //!   more with the `stats` feature's counters) and the 8-byte binding word
