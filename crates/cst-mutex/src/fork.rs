@@ -346,8 +346,9 @@ impl Segment {
         }
         let mine = mapped.cast::<Segment>();
         // Success Release: publishes the mapping to the Acquire load of
-        // `next` of every later grower, recorder and walker. Failure Acquire: we use the
-        // winner's segment, which must be seen as it was published.
+        // `next` of every later grower, recorder and walker. Failure
+        // Acquire: we use the winner's segment, which must be seen as it was
+        // published.
         match self.next.compare_exchange(
             ptr::null_mut(),
             mine,

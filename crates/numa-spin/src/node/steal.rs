@@ -9,9 +9,10 @@ use crate::sync::{AtomicU32, Ordering};
 /// `tail`, see [`crate::raw_lock`]: the head naps, or it was parked when
 /// head-ship reached it and has not run since), spins for the lock word with
 /// `try_steal` instead of queueing, for at most the spin budget; returns
-/// whether it took the lock. Shared by CNA, the queued lock and HQ, whose
-/// `try_steal` reads the word first and tries only a free one, so the spin
-/// takes no line from the holder while the lock stays held.
+/// whether it took the lock. Shared by CNA, the queued lock and HQ, which
+/// pass their `try_steal_free` (a read of the word, and a compare-and-swap
+/// only of a free one), so the spin takes no line from the holder while the
+/// lock stays held.
 ///
 /// A waiter queued behind a head that is not running cannot take the lock
 /// even when it is free, and, once parked itself, is woken only when it
