@@ -27,6 +27,17 @@
 # (code layout): take several rounds, and read a change of a few percent as
 # noise.
 #
+# Code layout: a ratio between two locks of one binary also moves with where
+# the linker put their code. On that guest, five builds of one commit that
+# differ only in the order of their functions read combining over CNA at one
+# thread (a point that never reaches combining's queue) at 0.90 to 1.11
+# (locktorture and kv, with and without a CPU hog; four rounds each). To judge a change of a few percent, give each side several
+# such builds (names `old1=... old2=... new1=... new2=...`) and pool them:
+#   cargo rustc --release -p numa-bench --bin numa-bench -- \
+#       -C link-arg=-Wl,--shuffle-sections='.text*=SEED'
+# (a relink with lld, Rust's default linker on x86_64 Linux, seconds per
+# SEED; the idea of Curtsinger and Berger's Stabilizer, ASPLOS 2013).
+#
 # Environment:
 #   NUMA_BENCH  the binary that runs `diff` (default: the last build given; a
 #               build from before `diff` pooled rounds cannot read OUT/NAME)

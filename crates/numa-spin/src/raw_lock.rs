@@ -72,7 +72,7 @@
 
 use crate::config::{Global, Tunables};
 use crate::sync::{AtomicU32, Ordering};
-use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_SHIFT, UNLOCKED};
+use crate::word::{HANDED, TAIL_SHIFT, UNLOCKED};
 
 /// The queue spinlock, generic over NUMA reordering and where its tunables live.
 ///
@@ -197,33 +197,24 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     }
 
     /// The fast path's single attempt: take the lock if it is free and stealing is
-    /// allowed. A compare-and-swap whether or not the word is free (one access
-    /// to an uncontended line, not a read and then a write).
+    /// allowed ([`node::try_steal`](crate::node::try_steal), counted as a steal
+    /// attempt).
     #[inline]
     pub(crate) fn try_steal(&self) -> bool {
-        // Relaxed: NO_STEAL is a hint for fairness, not for memory safety; a stale
-        // read allows one in-flight steal (see the module docs). The data the lock
-        // protects is synchronized by the CAS below.
-        self.tail.load(Ordering::Relaxed) & NO_STEAL == 0 && {
+        crate::node::try_steal(&self.locked, &self.tail, || {
             #[cfg(feature = "stats")]
             self.counters.steal_attempt();
-            // Acquire on success: pairs with the Release store of the unlock that
-            // made the word UNLOCKED, so the previous critical section happens-before
-            // ours. Relaxed on failure: nothing was acquired.
-            self.locked
-                .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        }
+        })
     }
 
-    /// A slow-path attempt: as [`try_steal`](Self::try_steal), but only if a
-    /// read finds the word free (test-and-test-and-set), so a thread that
-    /// keeps finding the lock held reads the word's line instead of taking
-    /// it from the holder, whose release store would have to take it back.
+    /// A slow-path attempt: a compare-and-swap only of a word read free
+    /// ([`node::try_steal_free`](crate::node::try_steal_free)).
     #[inline]
     pub(crate) fn try_steal_free(&self) -> bool {
-        // Relaxed: only picks the moment to try; `try_steal`'s CAS acquires.
-        self.locked.load(Ordering::Relaxed) == UNLOCKED && self.try_steal()
+        crate::node::try_steal_free(&self.locked, &self.tail, || {
+            #[cfg(feature = "stats")]
+            self.counters.steal_attempt();
+        })
     }
 
     /// Acquires the lock, spinning (then yielding) while it is held: what

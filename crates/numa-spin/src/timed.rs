@@ -196,7 +196,7 @@ impl Claim<'_> {
     /// Forbids stealing, again if the mark was lifted meanwhile (by a queue
     /// head's acquisition, or by a queue that emptied).
     fn assert(&mut self) {
-        // Relaxed: a fairness hint, as everywhere (see `RawLock::try_steal`).
+        // Relaxed: a fairness hint, as everywhere (see `node::try_steal`).
         if self.tail.load(Ordering::Relaxed) & NO_STEAL == 0 {
             self.tail.fetch_or(NO_STEAL, Ordering::Relaxed);
         }

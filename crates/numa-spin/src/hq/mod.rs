@@ -130,7 +130,7 @@ use crate::node;
 #[cfg(feature = "stats")]
 use crate::sync;
 use crate::sync::{AtomicU32, Ordering};
-use crate::word::{HANDED, LOCKED, NO_STEAL, TAIL_FLAGS, UNLOCKED};
+use crate::word::{HANDED, LOCKED, TAIL_FLAGS, UNLOCKED};
 use switch::Entry;
 
 /// `tail` bit 3: NUMA mode (the word names a [`Meta`](pool::Meta)); clear: plain mode.
@@ -287,30 +287,24 @@ impl<T: Tunables> RawHqLock<T> {
         }
     }
 
-    /// The fast path's single attempt (as `RawLock::try_steal`).
+    /// The fast path's single attempt ([`node::try_steal`], as
+    /// `RawLock::try_steal`).
     #[inline]
     fn try_steal(&self) -> bool {
-        // Relaxed: NO_STEAL is a fairness hint, not for memory safety; the CAS
-        // below synchronizes the protected data.
-        self.tail.load(Ordering::Relaxed) & NO_STEAL == 0 && {
+        node::try_steal(&self.locked, &self.tail, || {
             #[cfg(feature = "stats")]
             self.counters.steal_attempt();
-            // Acquire on success: pairs with the Release store of the unlock that
-            // made the word UNLOCKED. Relaxed on failure: nothing acquired.
-            self.locked
-                .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        }
+        })
     }
 
-    /// A slow-path attempt: as [`try_steal`](Self::try_steal), but only if a
-    /// read finds the word free (test-and-test-and-set), so a thread that
-    /// keeps finding the lock held reads the word's line instead of taking
-    /// it from the holder, whose release store would have to take it back.
+    /// A slow-path attempt ([`node::try_steal_free`], as
+    /// `RawLock::try_steal_free`).
     #[inline]
     fn try_steal_free(&self) -> bool {
-        // Relaxed: only picks the moment to try; `try_steal`'s CAS acquires.
-        self.locked.load(Ordering::Relaxed) == UNLOCKED && self.try_steal()
+        node::try_steal_free(&self.locked, &self.tail, || {
+            #[cfg(feature = "stats")]
+            self.counters.steal_attempt();
+        })
     }
 
     /// Acquires the lock (`lock_api::RawMutex::lock` without a guard).

@@ -114,7 +114,7 @@ impl<'a> HeadWait<'a> {
             && !self.forbade
             && crate::sync::now_ns().saturating_sub(self.started) >= self.bound
         {
-            // Relaxed: a fairness hint (see `RawLock::try_steal`).
+            // Relaxed: a fairness hint (see `node::try_steal`).
             self.tail.fetch_or(NO_STEAL | HEAD_CLAIM, Ordering::Relaxed);
             self.forbade = true;
         }

@@ -81,7 +81,8 @@ pub(crate) use registry::{
     HEAD, HEAD_OWNER, HeadState, Me, PARKED, QNode, WAIT, current, one_in, registry,
 };
 pub(crate) use steal::{
-    lock_unqueued, steal_past_absent_head, steal_while_head_asleep, take_free_word,
+    lock_unqueued, steal_past_absent_head, steal_while_head_asleep, take_free_word, try_steal,
+    try_steal_free,
 };
 
 /// Reads, before the caller initializes its queue node, everything the queued

@@ -1,9 +1,45 @@
-//! The stealing rules: taking the lock word outside the queue, past a head that
-//! is not running ([`steal_while_head_asleep`], [`steal_past_absent_head`]) and
-//! without a queue node ([`lock_unqueued`]).
+//! The stealing rules: taking the lock word outside the queue, ahead of it
+//! ([`try_steal`], [`try_steal_free`]), past a head that is not running
+//! ([`steal_while_head_asleep`], [`steal_past_absent_head`]) and without a
+//! queue node ([`lock_unqueued`]). Shared by CNA, the queued lock and HQ, whose
+//! lock words have the same layout (see [`crate::raw_lock`]).
 
 use super::head_wait::HEAD_NAP_NS;
 use crate::sync::{AtomicU32, Ordering};
+
+/// One attempt at the lock word `locked` ahead of the queue (the fast path's
+/// and `try_lock`'s): takes it if it is free and the queue head has not
+/// forbidden stealing (`NO_STEAL` in `tail`). A compare-and-swap whether or
+/// not the word is free: one access to an uncontended line, not a read and
+/// then a write. `on_attempt` runs just before the compare-and-swap (the
+/// `stats` feature's `steal_attempts` counter).
+#[inline]
+pub(crate) fn try_steal(locked: &AtomicU32, tail: &AtomicU32, on_attempt: impl FnOnce()) -> bool {
+    use crate::word::NO_STEAL;
+    // Relaxed: NO_STEAL is a hint for fairness, not for memory safety; a stale
+    // read allows one in-flight steal (see `crate::raw_lock`). The data the
+    // lock protects is synchronized by the compare-and-swap.
+    tail.load(Ordering::Relaxed) & NO_STEAL == 0 && {
+        on_attempt();
+        take_free_word(locked)
+    }
+}
+
+/// A slow-path attempt: as [`try_steal`], but only if a read finds the word
+/// free (test-and-test-and-set), so a thread that keeps finding the lock held
+/// reads the word's line instead of taking it from the holder, whose release
+/// store would have to take it back.
+#[inline]
+pub(crate) fn try_steal_free(
+    locked: &AtomicU32,
+    tail: &AtomicU32,
+    on_attempt: impl FnOnce(),
+) -> bool {
+    use crate::word::UNLOCKED;
+    // Relaxed: only picks the moment to try; `try_steal`'s compare-and-swap
+    // acquires.
+    locked.load(Ordering::Relaxed) == UNLOCKED && try_steal(locked, tail, on_attempt)
+}
 
 /// While the queue head is not running (the lock's `HEAD_ASLEEP` bit in
 /// `tail`, see [`crate::raw_lock`]: the head naps, or it was parked when
@@ -139,7 +175,9 @@ pub(crate) fn steal_past_absent_head(
 /// Takes the lock word if it is free (CAS `UNLOCKED` -> `LOCKED`), whatever
 /// `NO_STEAL` says: for the threads the mark lets through (an arrival that
 /// found the head absent, a timed waiter past its own bound while no queue
-/// head claims the release, see `crate::timed`).
+/// head claims the release, see `crate::timed`), and for [`try_steal`] once it
+/// has read that stealing is allowed.
+#[inline]
 pub(crate) fn take_free_word(locked: &AtomicU32) -> bool {
     use crate::word::{LOCKED, UNLOCKED};
     // Acquire on success: pairs with the Release store of the unlock that
@@ -157,17 +195,12 @@ pub(crate) fn take_free_word(locked: &AtomicU32) -> bool {
 /// under sustained load in strict mode), so it competes with the queue head
 /// for every release; correctness does not depend on the queue.
 pub(crate) fn lock_unqueued(locked: &AtomicU32, cfg: &crate::Config) {
-    use crate::word::{LOCKED, UNLOCKED};
+    use crate::word::UNLOCKED;
     let mut spin = crate::backoff::SpinWait::new(cfg.spin_budget_ns);
     loop {
-        // Relaxed: only picks the moment to try; the CAS acquires.
-        if locked.load(Ordering::Relaxed) == UNLOCKED
-            // Acquire on success: pairs with the Release store of the unlock
-            // (`release`, `release_fair`) that made the word UNLOCKED.
-            && locked
-                .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
+        // Relaxed: only picks the moment to try; `take_free_word`'s CAS
+        // acquires.
+        if locked.load(Ordering::Relaxed) == UNLOCKED && take_free_word(locked) {
             return;
         }
         spin.snooze();
