@@ -4,7 +4,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed when the run ends (passed or failed).
+timings=()
+cur_step=""
+cur_start=$(date +%s)
+run_start=$cur_start
+end_step() {
+    local now
+    now=$(date +%s)
+    [ -n "$cur_step" ] && timings+=("$(printf '%6ds  %s' "$((now - cur_start))" "$cur_step")")
+    cur_step=""
+    cur_start=$now
+}
+print_timings() {
+    local rc=$?
+    end_step
+    printf '\n==> step times (total %ds)\n' "$(($(date +%s) - run_start))"
+    printf '%s\n' "${timings[@]}"
+    return $rc
+}
+trap print_timings EXIT
+step() {
+    end_step
+    cur_step="$*"
+    printf '\n==> %s\n' "$*"
+}
 
 # sysbench, kyotocabinet-utils, libleveldb-dev and g++: the real programs that
 # numa-preload's check runs on our locks (scripts/preload-check.sh).
@@ -87,6 +111,22 @@ grep -q '"raw_repeats"' target/compare-smoke/points.json || { echo "points.json 
 head -1 target/compare-smoke/points.csv | grep -q throughput_min || { echo "points.csv has no spread"; exit 1; }
 # A result compared with itself: every point matches, every ratio is 1.
 cargo run --release -p numa-bench -- diff target/compare-smoke target/compare-smoke
+
+step "numa-bench handoff --quick (1,000 samples a batch): parking_lot's local/remote and today's cst retake null, every other cell timed"
+target/release/numa-bench handoff --quick --json > target/handoff-quick.jsonl
+python3 - target/handoff-quick.jsonl <<'PY'
+import json, sys
+cells = [json.loads(l) for l in open(sys.argv[1])]
+assert len(cells) == 5 * 5 * 3, f"{len(cells)} cells"
+bad = []
+for c in cells:
+    never = (c["lock"], c["path"]) in {("parking_lot", "local"), ("parking_lot", "remote"), ("cst", "retake")}
+    if never != (c["median_rtt"] is None):
+        bad.append(c)
+for c in bad:
+    print("unexpected:", json.dumps(c))
+sys.exit(1 if bad else 0)
+PY
 
 step "scripts/ab.sh (two builds interleaved over 2 rounds, each side's rounds pooled by diff)"
 scripts/ab.sh target/ab-smoke 2 a=target/release/numa-bench b=target/release/numa-bench -- \

@@ -90,7 +90,7 @@ use crate::locks::{
 use crate::machine::{Machine, Placement};
 use crate::metrics::{
     CallGaps, LatencySummary, NodeTracker, Point, clock_overhead_ns, fairness_factor,
-    new_latency_histogram, node_switches_per_1k, process_cpu_ns,
+    new_latency_histogram, node_switches_per_1k, process_cpu_ns, retakes_per_1k,
 };
 use crate::workloads::kv::Kv;
 use crate::workloads::locktorture::Locktorture;
@@ -311,6 +311,7 @@ fn to_point(cfg: &RunConfig, raw: Raw, workload_params: String, load: Option<f64
         throughput_ops_per_us: if us > 0.0 { total as f64 / us } else { 0.0 },
         fairness_factor: fairness_factor(&raw.ops),
         node_switches_per_1k: node_switches_per_1k(raw.tracker.switches, raw.tracker.acquisitions),
+        retake_per_1k: retakes_per_1k(raw.tracker.retakes, raw.tracker.acquisitions),
         acquire_latency_ns: LatencySummary::from_histogram(&raw.hist),
         cpu_ns_per_op: if total > 0 {
             raw.cpu_ns as f64 / total as f64
@@ -381,11 +382,11 @@ fn idle_gap_ns(published: u64, prev_seq: u32, now_stamp: u32) -> Option<u64> {
     Some(u64::from(d.max(0).unsigned_abs()) * STAMP_UNIT_NS)
 }
 
-/// Called inside every (exclusive) critical section.
+/// Called inside every (exclusive) critical section of worker `thread`.
 #[inline]
-fn on_acquire(tracker: &mut NodeTracker, penalty: Duration) {
+fn on_acquire(tracker: &mut NodeTracker, thread: usize, penalty: Duration) {
     let node = numa_topology::current_node();
-    if tracker.record(node) && !penalty.is_zero() {
+    if tracker.record(node, thread) && !penalty.is_zero() {
         spin_for(penalty);
     }
 }
@@ -590,7 +591,7 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                         if t0.is_some() {
                             waiting.0.fetch_sub(1, Ordering::Relaxed);
                         }
-                        on_acquire(&mut g.tracker, penalty);
+                        on_acquire(&mut g.tracker, i, penalty);
                         w.critical(&mut g.state, &mut local, req);
                         // 0 means "none": skip it when the counter wraps.
                         g.release_seq = prev.wrapping_add(1).max(1);
@@ -610,7 +611,7 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                 } else {
                     lock.with_send(|g| {
                         let lat = t0.map(|t| t.elapsed());
-                        on_acquire(&mut g.tracker, penalty);
+                        on_acquire(&mut g.tracker, i, penalty);
                         w.critical(&mut g.state, &mut local, req);
                         lat
                     })
@@ -689,7 +690,7 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
                     }),
                     Access::Write => lock.write(|g| {
                         let lat = t0.map(|t| t.elapsed());
-                        on_acquire(&mut g.tracker, penalty);
+                        on_acquire(&mut g.tracker, i, penalty);
                         w.write(&mut g.state, &mut local, req);
                         lat
                     }),
@@ -788,6 +789,9 @@ mod tests {
         assert!((0.5..=1.0).contains(&p.fairness_factor));
         // 3 threads over 2 virtual nodes: the holder's node must change sometimes.
         assert!(p.node_switches_per_1k > 0.0 && p.node_switches_per_1k <= 1000.0);
+        // Three threads take turns: some acquisitions change the holder, and
+        // a node switch always does.
+        assert!(p.retake_per_1k < 1000.0 - p.node_switches_per_1k + 1e-9);
         assert!(p.acquire_latency_ns.p50 <= p.acquire_latency_ns.p99);
         assert!(p.acquire_latency_ns.p99 <= p.acquire_latency_ns.max);
         assert!(p.is_virtual && p.nodes == 2);
@@ -853,6 +857,12 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(p.node_switches_per_1k, 0.0);
+        // Every acquisition after the first is the one thread's again.
+        assert!(
+            p.retake_per_1k > 990.0 && p.retake_per_1k < 1000.0,
+            "{} retakes per 1k",
+            p.retake_per_1k
+        );
         assert_eq!(p.fairness_factor, 0.5);
     }
 

@@ -51,6 +51,7 @@ pub mod apps;
 pub mod compare;
 pub mod delay;
 pub mod diff;
+pub mod handoff;
 pub mod harness;
 pub mod locks;
 pub mod machine;

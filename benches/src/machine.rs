@@ -95,7 +95,7 @@ pub fn line_round_trip_ns() -> Option<u64> {
 }
 
 #[cfg(target_os = "linux")]
-mod linux {
+pub(crate) mod linux {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::{Duration, Instant};
 
@@ -104,7 +104,7 @@ mod linux {
     use super::ROUND_TRIPS;
 
     /// The first two CPUs of this thread's affinity mask.
-    fn two_cpus() -> Option<[usize; 2]> {
+    pub(crate) fn two_cpus() -> Option<[usize; 2]> {
         // SAFETY: a zeroed `cpu_set_t` is a valid empty set, and
         // `sched_getaffinity` writes at most `size_of::<cpu_set_t>()` bytes
         // into it.
@@ -122,7 +122,7 @@ mod linux {
     }
 
     /// Pins the calling thread to `cpu`; whether it worked.
-    fn pin(cpu: usize) -> bool {
+    pub(crate) fn pin(cpu: usize) -> bool {
         // SAFETY: a zeroed `cpu_set_t` is a valid empty set; `cpu` is below
         // `CPU_SETSIZE` (it came from an affinity mask); the call reads the
         // set we pass.

@@ -9,6 +9,9 @@
 //!   and 4 nodes; gains and fairness factors), see [`numa_bench::preset`].
 //! - `numa-bench run --lock L --workload W --threads N [--json]`: one point.
 //! - `numa-bench diff OLD NEW`: two result directories compared point by point.
+//! - `numa-bench handoff [--locks L,..] [--quick] [--json]`: the time of one
+//!   hand-off per path (retake, word, local, remote, wake) between two threads
+//!   pinned to two CPUs, see [`numa_bench::handoff`].
 //! - `numa-bench topology`: the machine's layout.
 
 mod topology_cmd;
@@ -56,10 +59,34 @@ enum Command {
     /// Compare two result sets point by point: NEW/OLD ratios of throughput,
     /// fairness and p99 latency.
     Diff(DiffArgs),
+    /// Time one hand-off per path (retake, word, local, remote, wake) between
+    /// two threads pinned to two CPUs, in flag round trips between them.
+    Handoff(HandoffArgs),
     /// Plot a `scripts/apps.sh` results.json (real programs through
     /// numa-preload): one SVG per program beside it, each lock's throughput
     /// ratio to pthread against threads.
     PlotApps(PlotAppsArgs),
+}
+
+#[derive(Args, Debug)]
+struct HandoffArgs {
+    /// Locks, comma-separated (lock_api mutexes; default cst,cna,hq,queued,parking_lot).
+    #[arg(long, value_delimiter = ',')]
+    locks: Option<Vec<LockName>>,
+    /// Timed samples per (lock, path, critical section) batch (default 10,000).
+    #[arg(long, value_name = "N")]
+    samples: Option<usize>,
+    /// 1,000 samples per batch (the CI smoke run).
+    #[arg(long)]
+    quick: bool,
+    /// The holder's critical sections once the waiter is in its state:
+    /// 0, <n>ns or <n>us, comma-separated (default 0,1us,5us).
+    #[arg(long, value_delimiter = ',', value_parser = numa_bench::handoff::parse_cs_ns)]
+    cs: Option<Vec<u64>>,
+    /// Print one JSON object a line (lock, path, cs_ns, median_rtt, p90_rtt,
+    /// samples, ...) instead of the table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -275,6 +302,40 @@ impl WorkloadParams {
     }
 }
 
+fn handoff(args: &HandoffArgs) -> Result<(), Box<dyn Error>> {
+    use numa_bench::handoff::{
+        DEFAULT_CS_NS, DEFAULT_LOCKS, DEFAULT_SAMPLES, HandoffOptions, QUICK_SAMPLES, render,
+        run_handoff,
+    };
+    let locks = match &args.locks {
+        Some(l) => l.clone(),
+        None => DEFAULT_LOCKS
+            .iter()
+            .map(|l| l.parse())
+            .collect::<Result<Vec<LockName>, _>>()?,
+    };
+    let cs_ns = args.cs.clone().unwrap_or_else(|| DEFAULT_CS_NS.to_vec());
+    let samples = args.samples.unwrap_or(if args.quick {
+        QUICK_SAMPLES
+    } else {
+        DEFAULT_SAMPLES
+    });
+    let opts = HandoffOptions {
+        locks,
+        samples,
+        cs_ns,
+    };
+    let result = run_handoff(&opts)?;
+    if args.json {
+        for c in &result.cells {
+            println!("{}", serde_json::to_string(c)?);
+        }
+    } else {
+        print!("{}", render(&result, &opts.cs_ns));
+    }
+    Ok(())
+}
+
 fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
     if args.repeat == 0 {
         return Err(invalid("--repeat", 0, "needs at least 1 run").into());
@@ -328,6 +389,10 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
     }
     print!("{}", table(std::slice::from_ref(&p)));
     println!("ops_per_thread: {:?}", p.ops_per_thread);
+    println!(
+        "retake_per_1k: {:.1} (acquisitions by the thread that held the lock last)",
+        p.retake_per_1k
+    );
     match &p.lock_stats {
         Some(s) => {
             println!("lock_stats: {s:?}");
@@ -433,6 +498,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run(a),
         Command::Compare(a) => compare(a),
         Command::Diff(a) => diff(a),
+        Command::Handoff(a) => handoff(a),
         Command::PlotApps(a) => numa_bench::apps::plot_apps(&a.results)
             .map(|files| {
                 for f in files {

@@ -40,27 +40,44 @@ pub fn node_switches_per_1k(switches: u64, acquisitions: u64) -> f64 {
     }
 }
 
-/// Records holder nodes from inside the critical section; lives in the protected data.
+/// Retakes per 1000 acquisitions: `1000 * retakes / acquisitions` (0 when none).
+///
+/// A retake is an acquisition by the thread that held the lock last (the
+/// releaser took it again), observed inside the critical section (see
+/// [`NodeTracker`]).
+pub fn retakes_per_1k(retakes: u64, acquisitions: u64) -> f64 {
+    node_switches_per_1k(retakes, acquisitions)
+}
+
+/// Records holder nodes and holder threads from inside the critical section;
+/// lives in the protected data.
 #[derive(Clone, Debug, Default)]
 pub struct NodeTracker {
     /// The previous holder's node, `None` before the first acquisition.
     pub last_node: Option<usize>,
+    /// The previous holder's thread index, `None` before the first acquisition.
+    pub last_thread: Option<usize>,
     /// Acquisitions recorded.
     pub acquisitions: u64,
     /// Acquisitions whose node differed from the previous holder's. The first
     /// acquisition is not a switch.
     pub switches: u64,
+    /// Acquisitions by the same thread as the previous one. The first
+    /// acquisition is not a retake.
+    pub retakes: u64,
 }
 
 impl NodeTracker {
-    /// Records one acquisition by a thread on `node`; returns whether the lock (and
-    /// the data it protects) moved from another node.
+    /// Records one acquisition by thread `thread` on `node`; returns whether the
+    /// lock (and the data it protects) moved from another node.
     #[inline]
-    pub fn record(&mut self, node: usize) -> bool {
+    pub fn record(&mut self, node: usize, thread: usize) -> bool {
         self.acquisitions += 1;
         let moved = matches!(self.last_node, Some(prev) if prev != node);
         self.switches += u64::from(moved);
+        self.retakes += u64::from(self.last_thread == Some(thread));
         self.last_node = Some(node);
+        self.last_thread = Some(thread);
         moved
     }
 }
@@ -227,6 +244,11 @@ pub struct Point {
     /// only; for `combining`: changes of the node of the thread that ran the
     /// critical section, the combiner's).
     pub node_switches_per_1k: f64,
+    /// Acquisitions per 1000 made by the thread that held the lock last (for
+    /// `rwlock`: write acquisitions only; for `combining`: by the thread whose
+    /// critical section ran). Absent (0) in results written before it existed.
+    #[serde(default)]
+    pub retake_per_1k: f64,
     /// Acquire latency (lock call to lock held), ns, over the sampled acquisitions
     /// (for `combining`: `combine` call to the start of the closure, wherever it ran).
     pub acquire_latency_ns: LatencySummary,
@@ -389,6 +411,7 @@ pub fn summarise_repeats(runs: Vec<Point>) -> Point {
     let tp = col(&|p| p.throughput_ops_per_us);
     let ff = col(&|p| p.fairness_factor);
     let sw = col(&|p| p.node_switches_per_1k);
+    let retake = col(&|p| p.retake_per_1k);
     let p50 = col(&|p| p.acquire_latency_ns.p50 as f64);
     let p99 = col(&|p| p.acquire_latency_ns.p99 as f64);
     let max = col(&|p| p.acquire_latency_ns.max as f64);
@@ -406,6 +429,7 @@ pub fn summarise_repeats(runs: Vec<Point>) -> Point {
     out.throughput_ops_per_us = median(&tp);
     out.fairness_factor = median(&ff);
     out.node_switches_per_1k = median(&sw);
+    out.retake_per_1k = median(&retake);
     out.acquire_latency_ns = LatencySummary {
         p50: median(&p50).round() as u64,
         p99: median(&p99).round() as u64,
@@ -633,12 +657,15 @@ pub(crate) mod tests {
     #[test]
     fn node_tracker_counts_changes_only() {
         let mut t = NodeTracker::default();
-        let moved: Vec<bool> = [0, 0, 1, 1, 0, 2]
+        let moved: Vec<bool> = [(0, 0), (0, 0), (1, 1), (1, 3), (0, 0), (2, 2)]
             .into_iter()
-            .map(|n| t.record(n))
+            .map(|(n, thread)| t.record(n, thread))
             .collect();
         assert_eq!(moved, [false, false, true, false, true, true]);
         assert_eq!((t.acquisitions, t.switches), (6, 3));
+        // Only the second acquisition was its thread's again.
+        assert_eq!(t.retakes, 1);
+        assert_eq!(retakes_per_1k(t.retakes, t.acquisitions), 1000.0 / 6.0);
         assert_eq!(node_switches_per_1k(t.switches, t.acquisitions), 500.0);
         assert_eq!(node_switches_per_1k(0, 0), 0.0);
     }
@@ -700,6 +727,7 @@ pub(crate) mod tests {
             throughput_ops_per_us: 1.25,
             fairness_factor: 0.5,
             node_switches_per_1k: 12.0,
+            retake_per_1k: 300.0,
             acquire_latency_ns: LatencySummary {
                 p50: 40,
                 p99: 900,

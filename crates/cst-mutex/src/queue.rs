@@ -478,7 +478,7 @@ fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(boo
         }
         // Relaxed: a hint (a successor links with Release; we read its node
         // only in `pass_headship`, with Acquire).
-        let crowded = !q.next.load(Ordering::Relaxed).is_null();
+        let crowded = !q.next.load(Ordering::Relaxed).is_null() || lone_head_registers();
         if crowded || registered {
             if !tried_to_register && spin.rounds() >= REGISTER_AFTER_ROUNDS {
                 tried_to_register = true;
@@ -520,6 +520,20 @@ fn compete(lock: LockRef<'_>, sn: &Snode, q: &QNode, token: bool) -> Option<(boo
         #[cfg(numa_loom)]
         sync::set_loom_inherited(token);
         return Some((true, true));
+    }
+}
+
+/// Whether a lone head waits as a crowded one (the `test-hooks` feature's
+/// `set_lone_head_registers`); `false` in every other build.
+#[inline]
+fn lone_head_registers() -> bool {
+    #[cfg(feature = "test-hooks")]
+    {
+        crate::test_hooks::lone_head_registers()
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    {
+        false
     }
 }
 

@@ -150,6 +150,14 @@ impl RawMutex {
             .sum()
     }
 
+    /// The queue heads registered for a grant right now (a snapshot, for
+    /// diagnostics and tests): a registered head is handed the lock by the
+    /// unlock (a grant) instead of taking the freed word.
+    pub fn registered_heads(&self) -> usize {
+        // Relaxed: a snapshot.
+        (self.cohort.state.load(Ordering::Relaxed) & crate::word::HEAD_MASK) / crate::word::HEAD_ONE
+    }
+
     /// The number of threads parked on this lock right now (a snapshot,
     /// including condvar waiters moved onto it). A test and diagnostic aid.
     pub fn parked_waiters(&self) -> usize {

@@ -329,6 +329,15 @@ const STEP_PAUSES: u32 = 4;
 #[cfg(not(numa_loom))]
 const STEPS_PER_YIELD: u32 = 16;
 
+/// The yields of [`HeadSpin`]'s long phase since the lock last made
+/// progress: [`HEAD_YIELDS`], or four times `batch_bound` if more (a batch
+/// of another node's critical sections, with room for its hand-offs).
+/// Saturates at `u32::MAX` for a batch bound of 2^30 or more.
+#[cfg(not(numa_loom))]
+fn head_yields(batch_bound: u32) -> u32 {
+    HEAD_YIELDS.max(batch_bound.saturating_mul(4))
+}
+
 impl HeadSpin {
     pub(crate) fn new() -> Self {
         HeadSpin {
@@ -365,7 +374,7 @@ impl HeadSpin {
             if self.spin.rounds() < QUEUE_PAUSE_ROUNDS {
                 return self.spin.spin();
             }
-            let full = HEAD_YIELDS.max(4 * config::batch_bound());
+            let full = head_yields(config::batch_bound());
             let mut fresh = false;
             let left = self.yields_left.get_or_insert_with(|| {
                 fresh = true;
@@ -416,6 +425,17 @@ mod tests {
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
         };
         assert_eq!(rc, 0, "sched_setaffinity to CPU {cpu}");
+    }
+
+    /// The long phase's budget grows with the batch bound and saturates
+    /// instead of overflowing (`4 * bound` wrapped to 0 for a bound of 2^30,
+    /// and panicked with overflow checks while the waiter's node was linked).
+    #[test]
+    fn head_yields_saturates_for_large_batch_bounds() {
+        assert_eq!(head_yields(1), HEAD_YIELDS);
+        assert_eq!(head_yields(128), 512);
+        assert_eq!(head_yields(1 << 30), u32::MAX);
+        assert_eq!(head_yields(u32::MAX), u32::MAX);
     }
 
     /// A yield while another thread is runnable on the same CPU runs that
