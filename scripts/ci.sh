@@ -81,6 +81,11 @@ scripts/parking-lot-compat-check.sh
 step "numa-spin built without hwloc links no C library"
 scripts/check-no-c-deps.sh
 
+step "no procedural macro in the lock crates' normal dependency tree (they sit at the bottom of their users' graphs)"
+if cargo tree -p numa-spin -p cst-mutex -e normal --target all --features stats,lock_api_04,arc_lock | grep "(proc-macro)"; then
+    echo "a proc-macro crate is a normal dependency of numa-spin or cst-mutex"; exit 1
+fi
+
 step "loom models (LOOM_MAX_PREEMPTIONS=2)"
 RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
     cargo test --release -p numa-spin -p cst-mutex \

@@ -223,6 +223,9 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         workloads: workload_lines(&opts.workloads),
         wake_latency: opts.idle_gaps.then(crate::machine::measure_wake_latency),
         line_round_trip_ns: None,
+        ignored_settings: crate::machine::ignored_settings(),
+        env_layout: crate::machine::env_layout(),
+        provenance: crate::machine::Provenance::collect(),
     };
     let bar = if opts.progress {
         ProgressBar::new(n_runs as u64)

@@ -340,12 +340,16 @@ pub fn rtts_agree(a: f64, b: f64) -> bool {
 }
 
 /// The table: one row per (lock, path), one column per critical section,
-/// each `median (p90)` in flag round trips; `-` for a path not taken.
+/// each the median in flag round trips and in ns; `-` for a path not taken.
 pub fn render(result: &HandoffResult, cs_ns: &[u64]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# handoff: median (p90) hand-off in flag round trips between the two CPUs; - = path not taken"
+        "# handoff: median hand-off in flag round trips between the two CPUs (and in ns); - = path not taken"
+    );
+    let _ = writeln!(
+        s,
+        "# the round trip (rtt_ns) moves as the host moves the vCPUs: compare locks at similar rtt_ns; p90 in --json"
     );
     let _ = writeln!(
         s,
@@ -358,7 +362,7 @@ pub fn render(result: &HandoffResult, cs_ns: &[u64]) -> String {
     }
     let _ = write!(s, "{:<12} {:<7}", "lock", "path");
     for cs in cs_ns {
-        let _ = write!(s, " {:>16}", format!("cs {} ns", cs));
+        let _ = write!(s, " {:>18}", format!("cs {} ns", cs));
     }
     let _ = writeln!(s, " {:>9} {:>8}", "rtt_ns", "wake_us");
     let mut i = 0;
@@ -366,11 +370,11 @@ pub fn render(result: &HandoffResult, cs_ns: &[u64]) -> String {
         let row = &result.cells[i..(i + cs_ns.len()).min(result.cells.len())];
         let _ = write!(s, "{:<12} {:<7}", row[0].lock, row[0].path);
         for c in row {
-            let v = match (c.median_rtt, c.p90_rtt) {
-                (Some(m), Some(p)) => format!("{m:.2} ({p:.2})"),
+            let v = match (c.median_rtt, c.median_ns) {
+                (Some(m), Some(ns)) => format!("{m:.2} ({ns:.0} ns)"),
                 _ => "-".into(),
             };
-            let _ = write!(s, " {v:>16}");
+            let _ = write!(s, " {v:>18}");
         }
         let rtt = row
             .iter()
@@ -756,11 +760,14 @@ mod imp {
         let mut ticks = Vec::with_capacity(samples);
         let mut rtts = Vec::with_capacity(samples);
         let mut misses = 0;
-        // A path a lock never takes gives up after as many attempts as samples.
+        // A path taken in under 1% of the attempts gives up after as many
+        // attempts as samples (it will be reported as not taken).
         let mut attempts = 0usize;
-        let mut taken = false;
         let mut i = 0usize;
-        while ticks.len() < samples && (taken || attempts < samples) && attempts < samples * 4 {
+        while ticks.len() < samples
+            && attempts < samples * 4
+            && (attempts < samples || ticks.len() * 100 >= attempts)
+        {
             attempts += 1;
             i += 1;
             if i.is_multiple_of(RTT_EVERY) {
@@ -854,7 +861,6 @@ mod imp {
                 misses += 1;
                 continue;
             }
-            taken = true;
             if check && path != Path::Wake {
                 // The check's sample is not timed.
                 continue;

@@ -54,6 +54,110 @@ impl Machine {
     }
 }
 
+/// The lock crates' and numa-topology's environment variables that are set
+/// but were ignored: one line each, naming the variable, the value, why it
+/// was ignored and what is used instead, from the crates' own typed errors
+/// (`numa_spin::Config::from_env_lossy`, `cst_mutex::cpus_env_error`,
+/// `numa_topology::VirtualLayout::from_env`). Empty when every set value
+/// was taken.
+pub fn ignored_settings() -> Vec<String> {
+    let mut out = Vec::new();
+    for e in numa_spin::Config::from_env_lossy().1 {
+        out.push(format!(
+            "ignored: {e}; using the default, {}",
+            e.default_value()
+        ));
+    }
+    // Reading the count makes the crate read `CST_MUTEX_CPUS`.
+    let cpus = cst_mutex::cpus();
+    if let Some(e) = cst_mutex::cpus_env_error() {
+        out.push(format!("ignored: {e} ({cpus})"));
+    }
+    if let Err(e) = numa_topology::VirtualLayout::from_env() {
+        out.push(format!(
+            "ignored: {e}; current_node() uses the machine's topology ({} node{})",
+            numa_topology::machine_topology().numa_nodes().len(),
+            if numa_topology::machine_topology().numa_nodes().len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ));
+    }
+    out
+}
+
+/// A virtual layout from `NUMA_TOPOLOGY` that `current_node()` answers from,
+/// as the header states it (`NUMA_TOPOLOGY="nodes=2": 2 virtual nodes ...`);
+/// `None` when the variable is unset, empty or malformed.
+pub fn env_layout() -> Option<String> {
+    let layout = numa_topology::VirtualLayout::from_env().ok()??;
+    let text = std::env::var(numa_topology::ENV_VAR).unwrap_or_default();
+    Some(format!(
+        "{}={:?}: {} virtual nodes by CPU (current_node() answers from them, so do the locks and sw/1k)",
+        numa_topology::ENV_VAR,
+        text.trim(),
+        layout.node_count()
+    ))
+}
+
+/// Where a result came from: the build and the machine, for every result
+/// directory and run header.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Provenance {
+    /// The commit numa-bench was built from (`git rev-parse --short HEAD` at
+    /// build time, `+dirty` with uncommitted changes); `None` outside a git
+    /// checkout.
+    pub commit: Option<String>,
+    /// `rustc --version` of the build.
+    pub rustc: Option<String>,
+    /// The CPU model (`/proc/cpuinfo`'s `model name`).
+    pub cpu_model: Option<String>,
+    /// The kernel release (`/proc/sys/kernel/osrelease`).
+    pub kernel: Option<String>,
+    /// The command line, as run.
+    pub command: String,
+}
+
+impl Provenance {
+    /// This build's and this machine's.
+    pub fn collect() -> Self {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        });
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|k| k.trim().to_owned());
+        Provenance {
+            commit: option_env!("NUMA_BENCH_COMMIT")
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned),
+            rustc: option_env!("NUMA_BENCH_RUSTC")
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned),
+            cpu_model,
+            kernel,
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        }
+    }
+
+    /// One header line, e.g. `# build: commit 1a2b3c4, rustc 1.95.0; cpu: ...`.
+    pub fn header_line(&self) -> String {
+        let or = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+        format!(
+            "# build: commit {}, {}; cpu: {}; kernel {}; command: {}\n",
+            or(&self.commit),
+            or(&self.rustc),
+            or(&self.cpu_model),
+            or(&self.kernel),
+            self.command
+        )
+    }
+}
+
 /// The 1-minute load average (`/proc/loadavg`), `None` where unavailable.
 ///
 /// Reports carry it because a machine shared with other work gives noisy numbers:

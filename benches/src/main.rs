@@ -382,6 +382,9 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
         workloads: vec![format!("{}: {}", p.workload, p.workload_params)],
         wake_latency,
         line_round_trip_ns: numa_bench::report::round_trip_range(core::slice::from_ref(&p)),
+        ignored_settings: numa_bench::machine::ignored_settings(),
+        env_layout: numa_bench::machine::env_layout(),
+        provenance: numa_bench::machine::Provenance::collect(),
     };
     print!("{}", cond.header());
     if args.workload == WorkloadName::RwLock {

@@ -49,6 +49,18 @@ pub struct Conditions {
     /// `None` where none was measured.
     #[serde(default)]
     pub line_round_trip_ns: Option<(u64, u64)>,
+    /// Environment variables of the locks and of numa-topology that were set
+    /// but ignored, each with its reason and the value used instead
+    /// ([`crate::machine::ignored_settings`]).
+    #[serde(default)]
+    pub ignored_settings: Vec<String>,
+    /// The `NUMA_TOPOLOGY` virtual layout the locks' `current_node()`
+    /// answered from, if one was set ([`crate::machine::env_layout`]).
+    #[serde(default)]
+    pub env_layout: Option<String>,
+    /// The build, the machine and the command.
+    #[serde(default)]
+    pub provenance: crate::machine::Provenance,
 }
 
 /// The range of the cache-line round trips of `points` and of their repeats.
@@ -77,7 +89,13 @@ impl Conditions {
     /// The header lines (each starts with `# `).
     pub fn header(&self) -> String {
         let mut s = format!("# machine: {}\n", self.machine);
-        if self.is_virtual {
+        s.push_str(&self.provenance.header_line());
+        for line in &self.ignored_settings {
+            let _ = writeln!(s, "# {line}");
+        }
+        if let (false, Some(layout)) = (self.is_virtual, &self.env_layout) {
+            let _ = writeln!(s, "# nodes: {layout}");
+        } else if self.is_virtual {
             let _ = writeln!(
                 s,
                 "# nodes: {} VIRTUAL (threads assigned round-robin by the benchmark on a {}-node machine: \
@@ -390,6 +408,9 @@ mod tests {
             workloads: vec!["kv: keys=10".into()],
             wake_latency: None,
             line_round_trip_ns: None,
+            ignored_settings: vec![],
+            env_layout: None,
+            provenance: Default::default(),
         };
         let h = c.header();
         assert!(

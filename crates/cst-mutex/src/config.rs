@@ -214,8 +214,19 @@ pub fn cpus() -> usize {
         },
     };
     CPUS_DEFAULT.store(n, StdOrdering::Relaxed);
+    // Logged once, after the count is cached: a logger that takes one of
+    // these locks finds `cpus` answered and does not come back here.
+    if CPUS_ENV_BAD.load(StdOrdering::Relaxed)
+        && !CPUS_ENV_LOGGED.swap(true, StdOrdering::Relaxed)
+        && let Some(e) = cpus_env_error()
+    {
+        log::warn!(target: "cst_mutex", "ignoring {e} ({n})");
+    }
     n
 }
+
+/// Whether the bad `CST_MUTEX_CPUS` was logged (once per process).
+static CPUS_ENV_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// Why `CST_MUTEX_CPUS` was ignored, if it was set but malformed (it is read
 /// at the first path decision or the first [`cpus`] call; `None` before that).

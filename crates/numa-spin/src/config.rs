@@ -250,6 +250,12 @@ impl Config {
         duration(ENV_STEAL_BOUND_NS, &mut config.steal_bound_ns);
         if let Some(raw) = lookup(ENV_SHUFFLE_REDUCTION) {
             match parse_u64(ENV_SHUFFLE_REDUCTION, raw.clone()).and_then(|v| {
+                // `inf`: the largest denominator (a shuffle almost never).
+                let v = if v == u64::MAX {
+                    u64::from(u32::MAX)
+                } else {
+                    v
+                };
                 u32::try_from(v)
                     .ok()
                     .and_then(NonZeroU32::new)
@@ -265,7 +271,11 @@ impl Config {
         }
         let mut count = |var: &'static str, field: &mut u32| {
             if let Some(raw) = lookup(var) {
+                // `inf` is accepted as by every other tunable: no bound.
                 match parse_u64(var, raw.clone()).and_then(|v| {
+                    if v == u64::MAX {
+                        return Ok(u32::MAX);
+                    }
                     u32::try_from(v).map_err(|_| ConfigError {
                         var,
                         value: raw.to_string_lossy().into_owned(),
@@ -404,6 +414,28 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+impl ConfigError {
+    /// The value the tunable keeps instead, [`Config::DEFAULT`]'s, as its
+    /// variable would spell it (e.g. `1000000` for
+    /// `NUMA_SPIN_FLUSH_THRESHOLD_NS`, `park` for `NUMA_SPIN_WAIT_POLICY`).
+    pub fn default_value(&self) -> String {
+        let d = &Config::DEFAULT;
+        match self.var {
+            ENV_FLUSH_THRESHOLD_NS => d.flush_threshold_ns.to_string(),
+            ENV_SHUFFLE_REDUCTION => d.shuffle_reduction.to_string(),
+            ENV_SPIN_BUDGET_NS => d.spin_budget_ns.to_string(),
+            ENV_STEAL_BOUND_NS => d.steal_bound_ns.to_string(),
+            ENV_HQ_HANDOFF_THRESHOLD => d.hq_handoff_threshold.to_string(),
+            ENV_HQ_SWITCH_THRESHOLD => d.hq_switch_threshold.to_string(),
+            ENV_WAIT_POLICY => match d.wait_policy {
+                WaitPolicy::Park => "park".into(),
+                WaitPolicy::Yield => "yield".into(),
+            },
+            _ => String::new(),
+        }
+    }
+}
+
 /// Where a lock reads its [`Config`] from: [`Global`], a `&'static Config`, or a
 /// type of yours (a zero-sized type returning a `static` keeps the lock at 8 bytes).
 ///
@@ -541,6 +573,45 @@ mod tests {
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].kind, ConfigErrorKind::NotAPolicy);
         assert!(errors[0].to_string().contains(ENV_WAIT_POLICY));
+    }
+
+    /// `inf` means no bound for every tunable, the counts included (it read
+    /// "out of range" for the HQ thresholds, while their `-1` read "not a
+    /// decimal integer or `inf`").
+    #[test]
+    fn inf_is_accepted_by_every_numeric_tunable() {
+        let (config, errors) = Config::from_lookup(lookup(&[
+            (ENV_HQ_HANDOFF_THRESHOLD, "inf"),
+            (ENV_HQ_SWITCH_THRESHOLD, "INF"),
+            (ENV_SHUFFLE_REDUCTION, "inf"),
+        ]));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(config.hq_handoff_threshold, u32::MAX);
+        assert_eq!(config.hq_switch_threshold, u32::MAX);
+        assert_eq!(config.shuffle_reduction.get(), u32::MAX);
+        let (_, errors) = Config::from_lookup(lookup(&[(ENV_HQ_SWITCH_THRESHOLD, "4294967296")]));
+        assert_eq!(errors[0].kind, ConfigErrorKind::OutOfRange);
+    }
+
+    #[test]
+    fn an_error_names_the_default_kept_instead() {
+        let (_, errors) = Config::from_lookup(lookup(&[
+            (ENV_WAIT_POLICY, "sleep"),
+            (ENV_SPIN_BUDGET_NS, "x"),
+            (ENV_HQ_SWITCH_THRESHOLD, "-1"),
+        ]));
+        let kept: Vec<_> = errors.iter().map(|e| (e.var, e.default_value())).collect();
+        assert_eq!(
+            kept,
+            [
+                (
+                    ENV_SPIN_BUDGET_NS,
+                    Config::DEFAULT.spin_budget_ns.to_string()
+                ),
+                (ENV_HQ_SWITCH_THRESHOLD, "50".to_string()),
+                (ENV_WAIT_POLICY, "park".to_string()),
+            ]
+        );
     }
 
     #[test]

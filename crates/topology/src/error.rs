@@ -1,23 +1,25 @@
 //! Typed errors. Every variant names the input that was wrong.
+//!
+//! `Display` and `Error` are written out here (no derive macro), so the
+//! crate, at the bottom of its users' dependency graphs, pulls in no
+//! procedural macro.
 
+use std::fmt;
 use std::path::PathBuf;
 
 /// Why a CPU list such as `0-3,8` (Linux `cpulist` format, also used by
 /// [`VirtualLayout`](crate::VirtualLayout)) could not be parsed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CpuListError {
     /// An item between commas is empty (`0,,1`, `0,` or `,`).
-    #[error("empty item in CPU list")]
     EmptyItem,
     /// An item is not a decimal number or a `first-last` range.
-    #[error("{item:?} is not a CPU number or a range first-last")]
     NotANumber {
         /// The offending item.
         item: String,
     },
     /// A range whose first CPU is after its last (`7-3`).
-    #[error("range {first}-{last} is reversed")]
     ReversedRange {
         /// First CPU of the range.
         first: usize,
@@ -25,13 +27,11 @@ pub enum CpuListError {
         last: usize,
     },
     /// A CPU index at or above [`MAX_CPUS`](crate::MAX_CPUS).
-    #[error("CPU {cpu} is out of range (the limit is {} CPUs)", crate::MAX_CPUS)]
     CpuTooLarge {
         /// The offending CPU index.
         cpu: usize,
     },
     /// The same CPU appears twice.
-    #[error("CPU {cpu} is listed twice")]
     Duplicate {
         /// The repeated CPU index.
         cpu: usize,
@@ -40,26 +40,23 @@ pub enum CpuListError {
 
 /// Why a virtual layout (the `NUMA_TOPOLOGY` grammar, see
 /// [`VirtualLayout`](crate::VirtualLayout)) is malformed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LayoutErrorReason {
     /// The specification is empty or only whitespace.
-    #[error("the specification is empty")]
     Empty,
     /// `nodes=` is not followed by a plain decimal number.
-    #[error("{value:?} after `nodes=` is not a decimal number")]
     BadNodeCount {
         /// The text after `nodes=`.
         value: String,
     },
     /// `nodes=0`, or more nodes than [`MAX_NODES`](crate::MAX_NODES).
-    #[error("{nodes} nodes is out of range (1..={})", crate::MAX_NODES)]
     NodeCountOutOfRange {
-        /// The requested node count.
-        nodes: usize,
+        /// The requested node count, as typed (`nodes=99999999999` gives
+        /// `99999999999`).
+        count: String,
     },
     /// The CPU list of one node is malformed.
-    #[error("node {node}: {source}")]
     CpuList {
         /// Position (virtual node index) of the bad list.
         node: usize,
@@ -67,7 +64,6 @@ pub enum LayoutErrorReason {
         source: CpuListError,
     },
     /// A CPU is assigned to two nodes.
-    #[error("CPU {cpu} is in node {first} and in node {second}")]
     CpuInTwoNodes {
         /// The CPU.
         cpu: usize,
@@ -77,13 +73,11 @@ pub enum LayoutErrorReason {
         second: usize,
     },
     /// Every node's CPU list is empty.
-    #[error("no node has any CPU")]
     NoCpus,
 }
 
 /// A malformed virtual layout, with the text that was given.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("malformed virtual NUMA layout {input:?}: {reason}")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayoutError {
     /// The specification as given (for layouts built from code: its
     /// rendering in the `NUMA_TOPOLOGY` grammar, as far as it went).
@@ -94,17 +88,14 @@ pub struct LayoutError {
 
 /// Errors from building a [`Topology`](crate::Topology), binding a thread or
 /// setting a virtual layout. Never a panic: each names its input.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum TopologyError {
     /// The `NUMA_TOPOLOGY` environment variable does not follow the grammar.
-    #[error("environment variable NUMA_TOPOLOGY: {0}")]
-    MalformedEnv(#[source] LayoutError),
+    MalformedEnv(LayoutError),
     /// A virtual layout given from code is malformed.
-    #[error(transparent)]
-    Layout(#[from] LayoutError),
+    Layout(LayoutError),
     /// hwloc could not read an XML export.
-    #[error("bad hwloc XML {origin}: {message}")]
     Xml {
         /// `file <path>` or `string (<n> bytes)`.
         origin: String,
@@ -112,7 +103,6 @@ pub enum TopologyError {
         message: String,
     },
     /// hwloc refused a synthetic description.
-    #[error("unknown or invalid hwloc synthetic description {description:?}: {message}")]
     Synthetic {
         /// The description as given.
         description: String,
@@ -120,13 +110,11 @@ pub enum TopologyError {
         message: String,
     },
     /// This build cannot read hwloc XML or synthetic descriptions.
-    #[error("{what} needs the `hwloc` cargo feature of numa-topology")]
     NeedsHwloc {
         /// The requested source.
         what: &'static str,
     },
     /// hwloc failed while discovering the running machine.
-    #[error("hwloc failed to {operation}: {message}")]
     Hwloc {
         /// What was being done.
         operation: &'static str,
@@ -134,7 +122,6 @@ pub enum TopologyError {
         message: String,
     },
     /// A sysfs file or directory that the topology needs is missing or unreadable.
-    #[error("cannot read sysfs {}: {source}", path.display())]
     SysfsMissing {
         /// The path that could not be read.
         path: PathBuf,
@@ -142,7 +129,6 @@ pub enum TopologyError {
         source: std::io::Error,
     },
     /// A sysfs file has content that does not parse.
-    #[error("unexpected content {content:?} in sysfs {}: {reason}", path.display())]
     SysfsMalformed {
         /// The file.
         path: PathBuf,
@@ -152,19 +138,16 @@ pub enum TopologyError {
         reason: String,
     },
     /// No NUMA node with this OS index exists in the topology.
-    #[error("no NUMA node with OS index {node}")]
     UnknownNode {
         /// The requested node.
         node: usize,
     },
     /// The NUMA node exists but has no CPU, so a thread cannot be bound to it.
-    #[error("NUMA node {node} has no CPU to bind to")]
     CpulessNode {
         /// The requested node.
         node: usize,
     },
     /// The OS refused to bind the thread.
-    #[error("binding the current thread to NUMA node {node} failed: {message}")]
     Bind {
         /// The requested node.
         node: usize,
@@ -173,9 +156,197 @@ pub enum TopologyError {
     },
     /// The pieces of a topology contradict each other (e.g. a distance
     /// matrix whose size is not the node count).
-    #[error("inconsistent topology: {0}")]
     Inconsistent(String),
     /// The operation is not implemented on this operating system.
-    #[error("{0} is not supported on this operating system")]
     Unsupported(&'static str),
+}
+
+impl fmt::Display for CpuListError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CpuListError::EmptyItem => f.write_str("empty item in CPU list"),
+            CpuListError::NotANumber { item } => {
+                write!(f, "{item:?} is not a CPU number or a range first-last")
+            }
+            CpuListError::ReversedRange { first, last } => {
+                write!(f, "range {first}-{last} is reversed")
+            }
+            CpuListError::CpuTooLarge { cpu } => write!(
+                f,
+                "CPU {cpu} is out of range (the limit is {} CPUs)",
+                crate::MAX_CPUS
+            ),
+            CpuListError::Duplicate { cpu } => write!(f, "CPU {cpu} is listed twice"),
+        }
+    }
+}
+
+impl std::error::Error for CpuListError {}
+
+impl fmt::Display for LayoutErrorReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutErrorReason::Empty => f.write_str("the specification is empty"),
+            LayoutErrorReason::BadNodeCount { value } => {
+                write!(f, "{value:?} after `nodes=` is not a decimal number")
+            }
+            LayoutErrorReason::NodeCountOutOfRange { count } => write!(
+                f,
+                "{count} nodes is out of range (1..={})",
+                crate::MAX_NODES
+            ),
+            LayoutErrorReason::CpuList { node, source } => write!(f, "node {node}: {source}"),
+            LayoutErrorReason::CpuInTwoNodes { cpu, first, second } => {
+                write!(f, "CPU {cpu} is in node {first} and in node {second}")
+            }
+            LayoutErrorReason::NoCpus => f.write_str("no node has any CPU"),
+        }
+    }
+}
+
+impl std::error::Error for LayoutErrorReason {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LayoutErrorReason::CpuList { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "malformed virtual NUMA layout {:?}: {}",
+            self.input, self.reason
+        )
+    }
+}
+
+impl std::error::Error for LayoutError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.reason.source()
+    }
+}
+
+impl From<LayoutError> for TopologyError {
+    fn from(e: LayoutError) -> Self {
+        TopologyError::Layout(e)
+    }
+}
+
+impl fmt::Display for TopologyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TopologyError::MalformedEnv(e) => write!(f, "environment variable NUMA_TOPOLOGY: {e}"),
+            TopologyError::Layout(e) => fmt::Display::fmt(e, f),
+            TopologyError::Xml { origin, message } => {
+                write!(f, "bad hwloc XML {origin}: {message}")
+            }
+            TopologyError::Synthetic {
+                description,
+                message,
+            } => write!(
+                f,
+                "unknown or invalid hwloc synthetic description {description:?}: {message}"
+            ),
+            TopologyError::NeedsHwloc { what } => {
+                write!(f, "{what} needs the `hwloc` cargo feature of numa-topology")
+            }
+            TopologyError::Hwloc { operation, message } => {
+                write!(f, "hwloc failed to {operation}: {message}")
+            }
+            TopologyError::SysfsMissing { path, source } => {
+                write!(f, "cannot read sysfs {}: {source}", path.display())
+            }
+            TopologyError::SysfsMalformed {
+                path,
+                content,
+                reason,
+            } => write!(
+                f,
+                "unexpected content {content:?} in sysfs {}: {reason}",
+                path.display()
+            ),
+            TopologyError::UnknownNode { node } => write!(f, "no NUMA node with OS index {node}"),
+            TopologyError::CpulessNode { node } => {
+                write!(f, "NUMA node {node} has no CPU to bind to")
+            }
+            TopologyError::Bind { node, message } => write!(
+                f,
+                "binding the current thread to NUMA node {node} failed: {message}"
+            ),
+            TopologyError::Inconsistent(what) => write!(f, "inconsistent topology: {what}"),
+            TopologyError::Unsupported(what) => {
+                write!(f, "{what} is not supported on this operating system")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TopologyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TopologyError::MalformedEnv(e) => Some(e),
+            // `transparent`: the wrapped error's own source.
+            TopologyError::Layout(e) => e.source(),
+            TopologyError::SysfsMissing { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn messages_name_the_input_and_chain_their_sources() {
+        let list = CpuListError::NotANumber { item: "x".into() };
+        assert_eq!(
+            list.to_string(),
+            "\"x\" is not a CPU number or a range first-last"
+        );
+        let layout = LayoutError {
+            input: "0-1;x".into(),
+            reason: LayoutErrorReason::CpuList {
+                node: 1,
+                source: list.clone(),
+            },
+        };
+        assert_eq!(
+            layout.to_string(),
+            "malformed virtual NUMA layout \"0-1;x\": node 1: \"x\" is not a CPU number or a range first-last"
+        );
+        assert_eq!(layout.source().unwrap().to_string(), list.to_string());
+        let env = TopologyError::MalformedEnv(layout.clone());
+        assert!(
+            env.to_string()
+                .starts_with("environment variable NUMA_TOPOLOGY: malformed")
+        );
+        assert_eq!(env.source().unwrap().to_string(), layout.to_string());
+        let code: TopologyError = layout.clone().into();
+        assert_eq!(code.to_string(), layout.to_string());
+        let missing = TopologyError::SysfsMissing {
+            path: "/sys/x".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(
+            missing
+                .to_string()
+                .starts_with("cannot read sysfs /sys/x: ")
+        );
+        assert!(missing.source().is_some());
+        assert_eq!(
+            LayoutErrorReason::NodeCountOutOfRange {
+                count: "99999999999".into()
+            }
+            .to_string(),
+            format!(
+                "99999999999 nodes is out of range (1..={})",
+                crate::MAX_NODES
+            )
+        );
+    }
 }

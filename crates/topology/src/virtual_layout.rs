@@ -63,7 +63,9 @@ impl VirtualLayout {
         if nodes == 0 || nodes > MAX_NODES {
             return Err(LayoutError {
                 input: format!("nodes={nodes}"),
-                reason: LayoutErrorReason::NodeCountOutOfRange { nodes },
+                reason: LayoutErrorReason::NodeCountOutOfRange {
+                    count: nodes.to_string(),
+                },
             });
         }
         Ok(VirtualLayout {
@@ -169,7 +171,9 @@ impl Checker {
     fn add(&mut self, mut cpus: Vec<usize>) -> Result<(), LayoutErrorReason> {
         let node = self.nodes.len();
         if node >= MAX_NODES {
-            return Err(LayoutErrorReason::NodeCountOutOfRange { nodes: node + 1 });
+            return Err(LayoutErrorReason::NodeCountOutOfRange {
+                count: (node + 1).to_string(),
+            });
         }
         cpus.sort_unstable();
         for (i, &cpu) in cpus.iter().enumerate() {
@@ -239,7 +243,17 @@ impl FromStr for VirtualLayout {
             } else {
                 value.parse().unwrap_or(usize::MAX)
             };
-            return VirtualLayout::spread(nodes).or_else(|e| fail(e.reason));
+            return VirtualLayout::spread(nodes).or_else(|e| {
+                fail(match e.reason {
+                    // Echo the count as typed, not as it saturated.
+                    LayoutErrorReason::NodeCountOutOfRange { .. } => {
+                        LayoutErrorReason::NodeCountOutOfRange {
+                            count: value.to_owned(),
+                        }
+                    }
+                    other => other,
+                })
+            });
         }
         let mut checker = Checker::default();
         for (node, text) in spec.split(';').enumerate() {
@@ -324,16 +338,20 @@ mod tests {
         );
         assert_eq!(
             reason("nodes=0"),
-            LayoutErrorReason::NodeCountOutOfRange { nodes: 0 }
+            LayoutErrorReason::NodeCountOutOfRange { count: "0".into() }
         );
         assert_eq!(
             reason("nodes=1025"),
-            LayoutErrorReason::NodeCountOutOfRange { nodes: 1025 }
+            LayoutErrorReason::NodeCountOutOfRange {
+                count: "1025".into()
+            }
         );
-        assert!(matches!(
+        assert_eq!(
             reason("nodes=99999999999999999999999999"),
-            LayoutErrorReason::NodeCountOutOfRange { .. }
-        ));
+            LayoutErrorReason::NodeCountOutOfRange {
+                count: "99999999999999999999999999".into()
+            }
+        );
         assert_eq!(
             reason("nodes = 4"),
             LayoutErrorReason::CpuList {
@@ -375,7 +393,7 @@ mod tests {
         );
         assert!(matches!(
             reason(&";".repeat(MAX_NODES)),
-            LayoutErrorReason::NodeCountOutOfRange { nodes } if nodes == MAX_NODES + 1
+            LayoutErrorReason::NodeCountOutOfRange { count } if count == (MAX_NODES + 1).to_string()
         ));
         // A conflict fails at once, before the following lists are parsed.
         let long = format!("0-8191;0-8191{}", ";0-8191".repeat(500));
