@@ -91,8 +91,12 @@ RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom 
     cargo test --release -p numa-spin -p cst-mutex \
     --features numa-spin/loom,cst-mutex/loom --test loom
 
-step "ordering mutants: every memory ordering of numa-spin (CNA, HQ) weakened one step, each must fail a loom model"
-python3 scripts/ordering-mutants.py --crate numa-spin
+# A weakened ordering at a site of the lock code fails the loom models above
+# (Release -> Relaxed at cna.rs's link store failed 9 of them); the mutant
+# runs below check that every site has such a model. The full runs (every
+# site of both crates, about half an hour on 2 CPUs) are scripts/verify-deep.sh.
+step "ordering mutants: a 4-minute share of numa-spin's sites (rotates daily; the full run is scripts/verify-deep.sh)"
+python3 scripts/ordering-mutants.py --crate numa-spin --max-seconds 240 --shuffle "$(date -u +%j)"
 
 step "ordering mutants: a 4-minute share of cst-mutex's sites (rotates daily; the full run is scripts/verify-deep.sh)"
 python3 scripts/ordering-mutants.py --crate cst-mutex --max-seconds 240 --shuffle "$(date -u +%j)"
@@ -101,9 +105,6 @@ step "shuttle randomized schedules (fixed seed; SHUTTLE_ITERATIONS per scheduler
 RUSTFLAGS="--cfg numa_loom --cfg numa_shuttle" CARGO_TARGET_DIR=target/shuttle \
     cargo test --release -p numa-spin -p cst-mutex \
     --features numa-spin/loom,numa-spin/shuttle,cst-mutex/loom,cst-mutex/shuttle --test shuttle
-
-step "cargo bench --no-run"
-cargo bench --workspace --no-run
 
 step "numa-bench compare --quick (smoke test, ~15 s of measuring)"
 rm -rf target/compare-smoke
