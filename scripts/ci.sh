@@ -69,6 +69,9 @@ cargo test --release -p cst-mutex --lib --test alloc --test idle_memory
 step "cargo doc (RUSTDOCFLAGS=-D warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude parking_lot --no-deps --all-features
 
+step "docs of the lock crates with default features (RUSTDOCFLAGS=-D warnings: no link to a feature-gated item)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p numa-topology -p numa-spin -p cst-mutex --no-deps
+
 step "private docs of the lock crates (--document-private-items: their module docs cite private items)"
 RUSTDOCFLAGS="-D warnings" cargo doc -p numa-spin -p cst-mutex --no-deps --all-features --document-private-items
 
@@ -95,6 +98,10 @@ RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom 
 # (Release -> Relaxed at cna.rs's link store failed 9 of them); the mutant
 # runs below check that every site has such a model. The full runs (every
 # site of both crates, about half an hour on 2 CPUs) are scripts/verify-deep.sh.
+step "a user's loom models over numa-spin's locks (examples/loom-user: RUSTFLAGS=--cfg loom, the locks' loom feature, LOOM_MAX_PREEMPTIONS=2)"
+(cd examples/loom-user && RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+    CARGO_TARGET_DIR=../../target/loom-user cargo test --release -- --nocapture)
+
 step "ordering mutants: a 4-minute share of numa-spin's sites (rotates daily; the full run is scripts/verify-deep.sh)"
 python3 scripts/ordering-mutants.py --crate numa-spin --max-seconds 240 --shuffle "$(date -u +%j)"
 

@@ -28,9 +28,10 @@ use crate::report::{Conditions, table};
 use crate::workloads::WorkloadName;
 
 /// The default locks compared.
-pub const DEFAULT_LOCKS: [LockName; 6] = [
+pub const DEFAULT_LOCKS: [LockName; 7] = [
     LockName::Cna,
     LockName::Queued,
+    LockName::Hq,
     LockName::Combining,
     LockName::Cst,
     LockName::ParkingLot,
@@ -233,7 +234,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<CompareResult, BenchError> {
         ProgressBar::hidden()
     };
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} eta {eta} {msg}")
             .expect("constant template")
             .progress_chars("=> "),
     );
@@ -300,9 +301,14 @@ fn workload_lines(specs: &[WorkloadSpec]) -> Vec<String> {
         .collect()
 }
 
-/// The table as printed: the conditions header, then the rows.
+/// The table as printed: the conditions header, the rows, then the legend.
 pub fn render(result: &CompareResult) -> String {
-    format!("{}{}", result.conditions.header(), table(&result.points))
+    format!(
+        "{}{}{}",
+        result.conditions.header(),
+        table(&result.points),
+        crate::report::LEGEND
+    )
 }
 
 fn write_outputs(r: &CompareResult, workloads: &[WorkloadName]) -> Result<(), BenchError> {
@@ -368,9 +374,9 @@ mod tests {
 
     #[test]
     fn durations_fit_the_budget() {
-        // 6 locks x 2 workloads x 4 thread counts on 2 CPUs.
+        // 7 locks x 2 workloads x 4 thread counts on 2 CPUs.
         let points = DEFAULT_LOCKS.len() * DEFAULT_WORKLOADS.len() * 4;
-        assert_eq!(points, 48);
+        assert_eq!(points, 56);
         // (The windows are whole ns: at most 1 ns per point over the budget.)
         let d = point_duration(points, false);
         assert!(d.as_secs_f64() * points as f64 <= FULL_BUDGET_S + 1e-6);

@@ -69,9 +69,7 @@ use workloads::WorkloadName;
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// `--lock` named no known lock.
-    #[error(
-        "unknown lock {0:?}: expected one of cna, queued, hq, cst, parking_lot, std, spin, ticket, cst-rw, parking_lot-rw, std-rw"
-    )]
+    #[error("unknown lock {0:?}: expected one of {known}", known = locks::known_names())]
     UnknownLock(String),
     /// `--workload` named no known workload.
     #[error("unknown workload {0:?}: expected one of locktorture, kv, page-alloc, rwlock")]

@@ -194,6 +194,15 @@ impl fmt::Debug for LockName {
     }
 }
 
+/// Every lock name, comma-separated, in registry order (for error messages).
+pub fn known_names() -> String {
+    LockName::ALL
+        .iter()
+        .map(|l| l.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl std::str::FromStr for LockName {
     type Err = crate::BenchError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

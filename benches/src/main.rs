@@ -222,7 +222,8 @@ struct CompareArgs {
     /// Output directory (default results/<UTC timestamp>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Locks, comma-separated (default cna,queued,combining,cst,parking_lot,std).
+    /// Locks, comma-separated (default cna,queued,hq,combining,cst,parking_lot,std;
+    /// spin, ticket and the others of `run --help` on request).
     #[arg(long, value_delimiter = ',')]
     locks: Option<Vec<LockName>>,
     /// Workloads, comma-separated (default locktorture,kv).
@@ -391,6 +392,7 @@ fn run(args: &RunArgs) -> Result<(), Box<dyn Error>> {
         println!("# sw/1k counts write acquisitions only (readers write no shared state)");
     }
     print!("{}", table(std::slice::from_ref(&p)));
+    print!("{}", numa_bench::report::LEGEND);
     println!("ops_per_thread: {:?}", p.ops_per_thread);
     println!(
         "retake_per_1k: {:.1} (acquisitions by the thread that held the lock last)",

@@ -242,6 +242,29 @@ pub fn ratio_to(p: &Point, base: &Point, metric: impl Fn(&Point) -> f64) -> Opti
     Some((median(&ratios), Range::of(&ratios)))
 }
 
+/// A ratio with two decimals, or two significant digits below 0.1 (a p99
+/// ratio of 0.0012 reads `0.0012`, not `0.00`).
+pub fn fmt_ratio(v: f64) -> String {
+    if !v.is_finite() || v == 0.0 || v >= 0.1 {
+        return format!("{v:.2}");
+    }
+    let digits = ((-v.log10()).ceil() as usize + 1).min(12);
+    format!("{v:.digits$}")
+}
+
+/// The table's columns, one line each, printed under it by `run` and
+/// `compare` (the full description: benches/README.md).
+pub const LEGEND: &str = "\
+# ops/us: acquisitions per microsecond, all threads; range: min-max over the repeats
+# vs_pl: throughput / parking_lot's at the same point (median of per-repeat ratios); vs_range: their min-max
+# fairness: share of the operations done by the busier half of the threads (0.5 = fair, 1.0 = one half did all)
+# sw/1k: holder node changes per 1000 acquisitions (data moved between nodes)
+# p50_ns, p99_ns, max_ns: acquire latency of the sampled acquisitions; p99/pl: p99 / parking_lot's
+# wait_max_us: longest time between two lock calls of one thread; idle_us: longest time the lock was free while a sampled waiter waited
+# cpu_ns/op: process CPU time per operation (what waiting burns)
+# more: benches/README.md
+";
+
 fn fmt_range(r: Option<Range>, repeats: usize, digits: usize) -> String {
     match r {
         Some(r) if repeats > 1 => format!("{:.digits$}-{:.digits$}", r.min, r.max),
@@ -303,13 +326,13 @@ pub fn table(points: &[Point]) -> String {
             p.lock,
             p.throughput_ops_per_us,
             fmt_range(p.spread.map(|r| r.throughput_ops_per_us), p.repeats, 3),
-            vs.map_or_else(|| "-".into(), |v| format!("{:.2}", v.0)),
+            vs.map_or_else(|| "-".into(), |v| fmt_ratio(v.0)),
             fmt_range(vs.map(|v| v.1), repeats, 2),
             p.fairness_factor,
             p.node_switches_per_1k,
             p.acquire_latency_ns.p50,
             p.acquire_latency_ns.p99,
-            p99.map_or_else(|| "-".into(), |v| format!("{:.2}", v.0)),
+            p99.map_or_else(|| "-".into(), |v| fmt_ratio(v.0)),
             p.acquire_latency_ns.max,
             p.wait_max_ns as f64 / 1e3,
         );
@@ -372,6 +395,11 @@ mod tests {
             "{t}"
         );
         assert!(row.contains(" 0.50 "), "p99/pl: {t}");
+        assert_eq!(fmt_ratio(0.001), "0.0010");
+        assert_eq!(fmt_ratio(0.0012345), "0.0012");
+        assert_eq!(fmt_ratio(0.05), "0.050");
+        assert_eq!(fmt_ratio(0.5), "0.50");
+        assert_eq!(fmt_ratio(12.345), "12.35");
         // A zero baseline gives no ratio.
         let mut zero = sample_point();
         zero.throughput_ops_per_us = 0.0;

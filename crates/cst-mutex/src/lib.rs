@@ -301,6 +301,8 @@
 //! performance, never correctness).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// The model builds' cfgs are internal: no "non-numa_loom" badges on the API.
+#![cfg_attr(docsrs, doc(auto_cfg(hide(numa_loom, numa_shuttle))))]
 
 #[cfg(all(numa_loom, not(feature = "loom")))]
 compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features cst-mutex/loom`");

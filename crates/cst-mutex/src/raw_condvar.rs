@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 ///
 /// ```
 /// use cst_mutex::{RawCondvar, RawMutex};
-/// use lock_api::{RawCondvar as _, RawCondvarTimed as _, RawMutex as _};
+/// use cst_mutex::lock_api::{RawCondvar as _, RawCondvarTimed as _, RawMutex as _};
 /// use std::time::Duration;
 ///
 /// let (m, cv) = (RawMutex::new(), RawCondvar::new());

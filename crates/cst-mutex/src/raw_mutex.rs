@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 ///
 /// ```
 /// use cst_mutex::RawMutex;
-/// use lock_api::{RawMutex as _, RawMutexTimed as _};
+/// use cst_mutex::lock_api::{RawMutex as _, RawMutexTimed as _};
 /// use std::time::Duration;
 ///
 /// let raw = RawMutex::new();

@@ -458,7 +458,7 @@ impl ConfigError {
 ///         &STRICT
 ///     }
 /// }
-/// type StrictMutex<T> = lock_api::Mutex<RawLock<true, StrictFifo>, T>;
+/// type StrictMutex<T> = numa_spin::lock_api::Mutex<RawLock<true, StrictFifo>, T>;
 ///
 /// static M: StrictMutex<u8> = StrictMutex::new(0);
 /// *M.lock() += 1;

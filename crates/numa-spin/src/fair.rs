@@ -19,7 +19,7 @@ use crate::mutex::RawMutex;
 /// # Examples
 ///
 /// ```
-/// use lock_api::RawMutex as _;
+/// use numa_spin::lock_api::RawMutex as _;
 ///
 /// let raw = numa_spin::RawFairMutex::INIT;
 /// let guard = raw.lock();

@@ -179,3 +179,16 @@ macro_rules! raw_mutex_glue {
 }
 
 pub(crate) use raw_mutex_glue;
+
+/// Routes an inherent core method of a raw lock to this module under a
+/// user's loom model: `model_route!(expr)` returns `expr` there and expands
+/// to nothing in every other build.
+macro_rules! model_route {
+    ($e:expr) => {
+        #[cfg(all(loom, feature = "loom", not(numa_loom)))]
+        {
+            return $e;
+        }
+    };
+}
+pub(crate) use model_route;

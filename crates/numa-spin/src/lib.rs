@@ -76,7 +76,7 @@
 //!         let counter = Arc::clone(&counter);
 //!         std::thread::spawn(move || {
 //!             // Tests and benchmarks can place threads on virtual NUMA nodes.
-//!             numa_topology::set_current_thread_node(Some(i % 2));
+//!             numa_spin::numa_topology::set_current_thread_node(Some(i % 2));
 //!             for _ in 0..1000 {
 //!                 *counter.lock() += 1;
 //!             }
@@ -92,7 +92,7 @@
 //! Or the raw lock directly, through the `lock_api` traits:
 //!
 //! ```
-//! use lock_api::{RawMutex as _, RawMutexFair as _};
+//! use numa_spin::lock_api::{RawMutex as _, RawMutexFair as _};
 //!
 //! let raw = numa_spin::RawMutex::INIT;
 //! let guard = raw.lock();
@@ -143,13 +143,68 @@
 //!   feature they do not exist.
 //!
 //! - `lock_api_04`: also implements lock_api 0.4's raw traits, for code written
-//!   against parking_lot 0.12 or spin (see [`lock_api_04`]).
+//!   against parking_lot 0.12 or spin (see the `lock_api_04` module, built
+//!   with the feature).
 //! - `arc_lock`, `serde`, `owning_ref`: forwarded to `lock_api` (and to lock_api 0.4
 //!   with `lock_api_04`), as in parking_lot; `arc_lock` adds the `Arc*Guard` aliases.
-//! - `loom` (internal): with `RUSTFLAGS="--cfg numa_loom"` builds the crate against
-//!   loom for the models in `tests/loom.rs`; without the cfg it does nothing.
+//! - `loom`: with `RUSTFLAGS="--cfg loom"`, every lock runs on loom for a user's
+//!   own models (next section); with `--cfg numa_loom`, builds the crate against
+//!   loom for its own models in `tests/loom.rs`; without either cfg it does nothing.
+//!
+//! # Checking your own code with loom
+//!
+//! Build your crate's models with `RUSTFLAGS="--cfg loom"` and this crate's `loom`
+//! feature, enabled only under the cfg so that loom stays out of every other build:
+//!
+//! ```toml
+//! [target.'cfg(loom)'.dependencies]
+//! numa-spin = { version = "0.1", features = ["loom"] }
+//! loom = "0.7"
+//! ```
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release
+//! ```
+//!
+//! Every lock keeps its API (`Mutex::new` and `INIT` stay `const`, guards, `try_lock_for`,
+//! `lock_api`'s traits): `Mutex`, `QueuedMutex`, `HqMutex`, `FairMutex`, `ReentrantMutex`,
+//! `CombiningMutex` (`combine` runs the closure on the caller, under the lock) and the tuned
+//! types. What loom explores is your code around one exclusion per lock: each lock runs on
+//! a `loom::sync::Mutex` made on its first use in each execution, so a model costs about
+//! what it costs over loom's own `Mutex` (3 threads each adding one under a `Mutex`,
+//! preemption bound 2: 515 executions for each of `Mutex`, `QueuedMutex`, `HqMutex`,
+//! `FairMutex`, `CombiningMutex` and `TunedMutex`, 290 over `loom::sync::Mutex`, well
+//! under a second each; the difference orders a `try_lock` against a release, which loom's
+//! `Mutex` alone never runs in both orders). The queue algorithms
+//! themselves (CNA, HQ) are model-checked by this crate's own models (`tests/loom.rs`,
+//! `--cfg numa_loom`): the same 3-thread model on the real CNA queue takes 888 executions
+//! there (with the models' settings: queued waiters park at once), and its state lives
+//! partly outside what a user's model can see (the queue-node registry and the per-thread
+//! node slots are std atomics and thread-locals, which every loom thread of an execution
+//! shares), so a user's model runs on the one exclusion. Under loom:
+//! - `try_lock_for` / `try_lock_until` try once; a failed try yields to the other loom
+//!   threads and times out. A model sees both the acquisition (the release came first)
+//!   and the timeout, whatever the duration (loom has no clock);
+//! - `unlock_fair` and `bump` release like `unlock`: loom chooses the next holder;
+//! - a `ReentrantMutex` belongs to the loom thread that holds it;
+//! - the NUMA node is not consulted, and `numa_topology::set_current_thread_node` is
+//!   shared by every loom thread (they run on one OS thread): do not use it in a model;
+//! - a lock used in two executions (a `static`) panics, saying so: create locks inside
+//!   the model closure, or with `loom::lazy_static!`.
+//!
+//! The cfg without the feature changes nothing. `examples/loom-user` in the repository is a
+//! downstream crate that does all this (CI runs it): a correct counter passes, a
+//! check-then-act bug (read under one guard, write under another) is found.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Under a user's loom model (`crate::model`) the core methods return early,
+// before the code that uses their arguments.
+#![cfg_attr(
+    all(loom, feature = "loom", not(numa_loom)),
+    allow(unreachable_code, unused_variables)
+)]
+// The model builds' cfgs are internal: no "non-numa_loom" badges on the API.
+#![cfg_attr(docsrs, doc(auto_cfg(hide(numa_loom, numa_shuttle))))]
 // Also set for the workspace ([workspace.lints]); stated here so the crate says it alone.
 #![warn(missing_docs)]
 
@@ -170,6 +225,8 @@ mod lazy;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
+#[cfg(all(loom, feature = "loom", not(numa_loom)))]
+mod model;
 mod mutex;
 pub mod node;
 pub mod raw_lock;
@@ -184,6 +241,11 @@ mod word;
 /// code can name the traits (`numa_spin::lock_api::RawMutex`) without its own
 /// dependency.
 pub use lock_api;
+/// The topology crate the locks ask for the caller's node
+/// (`numa_topology::current_node`), re-exported: its
+/// `set_current_thread_node` places a thread on a virtual node (tests,
+/// benchmarks), without a dependency of the caller's own.
+pub use numa_topology;
 
 pub use combining::RawCombiningMutex;
 #[cfg(not(numa_loom))]

@@ -10,7 +10,7 @@ use crate::raw_lock::RawLock;
 /// # Examples
 ///
 /// ```
-/// use lock_api::RawMutex as _;
+/// use numa_spin::lock_api::RawMutex as _;
 ///
 /// let raw = numa_spin::RawMutex::INIT;
 /// let guard = raw.lock();
@@ -27,7 +27,7 @@ pub type RawMutex = RawLock<true, Global>;
 /// # Examples
 ///
 /// ```
-/// use lock_api::RawMutex as _;
+/// use numa_spin::lock_api::RawMutex as _;
 ///
 /// let raw = numa_spin::RawQueuedMutex::INIT;
 /// let guard = raw.lock();
@@ -44,7 +44,7 @@ pub type RawQueuedMutex = RawLock<false, Global>;
 /// # Examples
 ///
 /// ```
-/// use lock_api::RawMutex as _;
+/// use numa_spin::lock_api::RawMutex as _;
 ///
 /// // Per-lock tunables: this lock's secondary queue is flushed after 0.5 ms.
 /// static CONFIG: numa_spin::Config = numa_spin::Config::DEFAULT.flush_threshold_ns(500_000);
@@ -62,7 +62,7 @@ pub type RawTunedMutex = RawLock<true, &'static Config>;
 /// # Examples
 ///
 /// ```
-/// use lock_api::RawMutex as _;
+/// use numa_spin::lock_api::RawMutex as _;
 ///
 /// static CONFIG: numa_spin::Config = numa_spin::Config::DEFAULT;
 /// let raw = numa_spin::RawTunedQueuedMutex::with_config(&CONFIG);

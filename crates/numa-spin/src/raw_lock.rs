@@ -149,7 +149,7 @@ use crate::word::{HANDED, TAIL_SHIFT, UNLOCKED};
 /// # Examples
 ///
 /// ```
-/// use lock_api::RawMutex as _;
+/// use numa_spin::lock_api::RawMutex as _;
 ///
 /// // `RawLock<true>` is `RawMutex` (CNA), `RawLock<false>` is `RawQueuedMutex`.
 /// let raw: numa_spin::RawLock<true> = numa_spin::RawLock::new();
@@ -225,6 +225,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// topology lookup, thread-local access or clock read (unless feature `stats`).
     #[inline]
     pub fn acquire(&self) {
+        crate::glue::model_route!(crate::model::acquire(&self.tail));
         // Looked up before acquiring (see `Counters::acquired`).
         #[cfg(feature = "stats")]
         let node = crate::sync::current_node();
@@ -245,6 +246,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// compare-and-swap takes the word's line from the holder as a successful
     /// one does.
     pub(crate) fn acquire_contended(&self) {
+        crate::glue::model_route!(crate::model::acquire(&self.tail));
         #[cfg(feature = "stats")]
         let node = crate::sync::current_node();
         self.lock_slow();
@@ -266,6 +268,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// lock is held; use [`is_held`](RawLock::is_held) for a (racy) snapshot.
     #[inline]
     pub fn try_acquire(&self) -> bool {
+        crate::glue::model_route!(crate::model::try_acquire(&self.tail));
         // Looked up before acquiring (see `Counters::acquired`).
         #[cfg(feature = "stats")]
         let node = crate::sync::current_node();
@@ -287,6 +290,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// the `lock_api` guard of that acquisition. The lock is not tied to a thread.
     #[inline]
     pub unsafe fn release(&self) {
+        crate::glue::model_route!(crate::model::release(&self.tail));
         // Release: our critical section happens-before the next acquisition (which
         // reads this value with Acquire, in a CAS or in the head's load).
         self.locked.store(UNLOCKED, Ordering::Release);
@@ -302,6 +306,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     ///
     /// As for [`release`](RawLock::release).
     pub unsafe fn release_fair(&self) {
+        crate::glue::model_route!(crate::model::release(&self.tail));
         // Relaxed suffices: the queue becomes empty (tail code 0) only when a queue
         // head acquires the lock and then clears the tail; any such head acquired
         // before our own acquisition, and its tail CAS happens-before our Acquire of
@@ -318,11 +323,13 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// Whether the lock is held (a momentary snapshot).
     #[inline]
     pub fn is_held(&self) -> bool {
+        crate::glue::model_route!(crate::model::is_held(&self.tail));
         self.locked.load(Ordering::Relaxed) != UNLOCKED
     }
 
     /// The raw tail word (a momentary snapshot), for tests that wait for a
-    /// waiter to enqueue: it changes whenever one does. Not a stable API.
+    /// waiter to enqueue: it changes whenever one does. Not a stable API
+    /// (under a user's loom model it holds the lock's execution tag).
     #[doc(hidden)]
     pub fn tail_word(&self) -> u32 {
         self.tail.load(Ordering::Relaxed)

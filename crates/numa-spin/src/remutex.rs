@@ -15,6 +15,7 @@ impl RawThreadId {
     /// The calling thread's id: non-zero, unique among running threads.
     #[inline]
     pub fn current() -> NonZeroUsize {
+        crate::glue::model_route!(crate::model::thread_id());
         thread_local!(static KEY: u8 = const { 0 });
         // A `const`-initialized thread-local of a type without `Drop` is
         // accessible for the whole life of the thread; the byte is not

@@ -253,6 +253,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     #[cfg(not(numa_loom))]
     #[inline]
     pub fn try_acquire_until(&self, deadline: Instant) -> bool {
+        crate::glue::model_route!(crate::model::try_acquire_timed(&self.tail));
         try_until(self, deadline)
     }
 
@@ -261,6 +262,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// without limit (through the queue, as `lock()` does).
     #[inline]
     pub fn try_acquire_for(&self, timeout: Duration) -> bool {
+        crate::glue::model_route!(crate::model::try_acquire_timed(&self.tail));
         try_for(self, timeout)
     }
 }
@@ -272,6 +274,7 @@ impl<T: Tunables> RawHqLock<T> {
     #[cfg(not(numa_loom))]
     #[inline]
     pub fn try_acquire_until(&self, deadline: Instant) -> bool {
+        crate::glue::model_route!(crate::model::try_acquire_timed(&self.tail));
         try_until(self, deadline)
     }
 
@@ -279,6 +282,7 @@ impl<T: Tunables> RawHqLock<T> {
     /// [`RawLock::try_acquire_for`].
     #[inline]
     pub fn try_acquire_for(&self, timeout: Duration) -> bool {
+        crate::glue::model_route!(crate::model::try_acquire_timed(&self.tail));
         try_for(self, timeout)
     }
 }

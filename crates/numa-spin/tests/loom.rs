@@ -256,6 +256,35 @@ fn mutual_exclusion_queued() {
     model(move || free_for_all::<Queued>(cfg, 2, 1));
 }
 
+/// The 3-thread counter of a user's model (`examples/loom-user`: three threads
+/// each take the lock once) on the real CNA algorithm, at the preemption bound
+/// from `LOOM_MAX_PREEMPTIONS`: what each lock of a user's model would cost
+/// if the queue itself were explored there, against the one `loom::sync::Mutex`
+/// numa-spin's model mode uses (`crate::model`). Ignored in CI for its time;
+/// `MODEL_PROGRESS=1 ... --test loom -- --ignored three_thread_counter` prints
+/// the count.
+#[test]
+#[ignore]
+fn three_thread_counter_on_the_real_algorithm() {
+    let cfg = config(u64::MAX, u64::MAX);
+    model(move || {
+        let shared = Shared::<Cna>::new(cfg);
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    loom_hooks::set_loom_node((i % 2) as u32);
+                    shared.critical(i, false);
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(shared.log().len(), 3);
+    });
+}
+
 // ---- every waiter eventually acquires ---------------------------------------
 
 /// Two queued waiters on two nodes behind a holder, flush threshold 0.

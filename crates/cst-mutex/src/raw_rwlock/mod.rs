@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 ///
 /// ```
 /// use cst_mutex::RawRwLock;
-/// use lock_api::{RawRwLock as _, RawRwLockDowngrade as _};
+/// use cst_mutex::lock_api::{RawRwLock as _, RawRwLockDowngrade as _};
 ///
 /// let raw = RawRwLock::new();
 /// let w = raw.lock_exclusive();

@@ -184,7 +184,7 @@ impl RawRwLock {
     ///
     /// ```
     /// use cst_mutex::RawRwLock;
-    /// use lock_api::RawRwLock as _;
+    /// use cst_mutex::lock_api::RawRwLock as _;
     ///
     /// let raw = RawRwLock::new();
     /// assert!(raw.try_lock_shared_recursive().is_none(), "no reader inside");

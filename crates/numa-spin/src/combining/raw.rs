@@ -196,6 +196,14 @@ impl<Tn: Tunables> RawCombiningMutex<Tn> {
         F: FnOnce(&mut T) -> R + Send,
         R: Send,
     {
+        // A user's loom model: the closure runs on the caller, under the
+        // lock (see `crate::model`).
+        #[cfg(all(loom, feature = "loom", not(numa_loom)))]
+        {
+            self.lock.acquire();
+            // SAFETY: acquired just above; the caller's contract.
+            return unsafe { self.run_held(data, f) };
+        }
         reentry::check(self.addr(), "combine");
         if self.lock.try_acquire() {
             // SAFETY: acquired just above; the caller's contract.

@@ -6,9 +6,11 @@
 //! Each thread keeps, in a thread-local, a chain of the locks whose closures
 //! it is running (a closure may combine on another lock, whose closure may
 //! ...): [`running`] pushes a frame around the closures, [`check`] walks the
-//! chain. Release builds and loom builds compile both to nothing.
+//! chain. Release builds and loom builds (the crate's models and a user's,
+//! whose loom threads share one OS thread's thread-locals) compile both to
+//! nothing.
 
-#[cfg(all(debug_assertions, not(numa_loom)))]
+#[cfg(all(debug_assertions, not(numa_loom), not(all(loom, feature = "loom"))))]
 mod imp {
     use core::cell::Cell;
     use core::ptr;
@@ -72,7 +74,7 @@ mod imp {
     }
 }
 
-#[cfg(not(all(debug_assertions, not(numa_loom))))]
+#[cfg(not(all(debug_assertions, not(numa_loom), not(all(loom, feature = "loom")))))]
 mod imp {
     /// Runs `f` (checks are debug-build only).
     #[inline(always)]

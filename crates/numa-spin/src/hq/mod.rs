@@ -199,8 +199,8 @@ pub const POOL_SIZE: usize = 256;
 ///
 /// // This lock stays with a node queue for at most 100 consecutive local hand-offs.
 /// static CONFIG: Config = Config::DEFAULT.hq_handoff_threshold(100);
-/// static M: lock_api::Mutex<RawHqLock<&'static Config>, u64> =
-///     lock_api::Mutex::from_raw(RawHqLock::with_config(&CONFIG), 0);
+/// static M: numa_spin::lock_api::Mutex<RawHqLock<&'static Config>, u64> =
+///     numa_spin::lock_api::Mutex::from_raw(RawHqLock::with_config(&CONFIG), 0);
 /// *M.lock() += 1;
 /// assert_eq!(*M.lock(), 1);
 /// ```
@@ -241,7 +241,7 @@ pub struct RawHqLock<T: Tunables = Global> {
 /// `RawMutexFair` + `RawMutexTimed`.
 ///
 /// ```
-/// use lock_api::RawMutex as _;
+/// use numa_spin::lock_api::RawMutex as _;
 ///
 /// let raw = numa_spin::RawHqMutex::new();
 /// let guard = raw.lock();
@@ -310,6 +310,7 @@ impl<T: Tunables> RawHqLock<T> {
     /// Acquires the lock (`lock_api::RawMutex::lock` without a guard).
     #[inline]
     pub fn acquire(&self) {
+        crate::glue::model_route!(crate::model::acquire(&self.tail));
         #[cfg(feature = "stats")]
         let node = sync::current_node();
         if self.try_steal() {
@@ -327,6 +328,7 @@ impl<T: Tunables> RawHqLock<T> {
     /// [`RawLock::try_acquire`](crate::RawLock::try_acquire).
     #[inline]
     pub fn try_acquire(&self) -> bool {
+        crate::glue::model_route!(crate::model::try_acquire(&self.tail));
         #[cfg(feature = "stats")]
         let node = sync::current_node();
         let ok = self.try_steal();
@@ -345,6 +347,7 @@ impl<T: Tunables> RawHqLock<T> {
     /// [`RawLock::release`](crate::RawLock::release)).
     #[inline]
     pub unsafe fn release(&self) {
+        crate::glue::model_route!(crate::model::release(&self.tail));
         // Release: our critical section happens-before the next acquisition.
         self.locked.store(UNLOCKED, Ordering::Release);
     }
@@ -356,6 +359,7 @@ impl<T: Tunables> RawHqLock<T> {
     ///
     /// As for [`release`](RawHqLock::release).
     pub unsafe fn release_fair(&self) {
+        crate::glue::model_route!(crate::model::release(&self.tail));
         // Relaxed suffices (the argument of `RawLock::release_fair`): the tail
         // word becomes empty, or a waiter leaves the count, only in `lock()` by a
         // thread that then holds the lock; every such thread held it before us,
@@ -371,6 +375,7 @@ impl<T: Tunables> RawHqLock<T> {
     /// Whether the lock is held (a momentary snapshot).
     #[inline]
     pub fn is_held(&self) -> bool {
+        crate::glue::model_route!(crate::model::is_held(&self.tail));
         self.locked.load(Ordering::Relaxed) != UNLOCKED
     }
 
