@@ -524,24 +524,19 @@ mod imp {
                 continue;
             }
             seen = o;
-            match o & 0xFF {
+            // The acquisition of a `LOCK` or `TRY_SPIN` order, whose critical
+            // section records who entered first.
+            let guard = match o & 0xFF {
                 LOCK => {
                     let node = sh.node.load(Ordering::Relaxed) as usize;
                     numa_topology::set_current_thread_node(Some(node));
                     sh.started.store(1, Ordering::SeqCst);
-                    let g = m.lock();
-                    let _ = sh.entered.compare_exchange(
-                        NOBODY,
-                        WAITER,
-                        Ordering::SeqCst,
-                        Ordering::SeqCst,
-                    );
-                    drop(g);
+                    Some(m.lock())
                 }
                 TRY_SPIN => {
                     sh.started.store(1, Ordering::SeqCst);
                     let mut n = 0u64;
-                    let g = loop {
+                    Some(loop {
                         if !m.is_locked()
                             && let Some(g) = m.try_lock()
                         {
@@ -552,14 +547,7 @@ mod imp {
                             sh.spins.store(n, Ordering::Relaxed);
                         }
                         std::hint::spin_loop();
-                    };
-                    let _ = sh.entered.compare_exchange(
-                        NOBODY,
-                        WAITER,
-                        Ordering::SeqCst,
-                        Ordering::SeqCst,
-                    );
-                    drop(g);
+                    })
                 }
                 ECHO => {
                     for _ in 0..sh.trips.load(Ordering::Relaxed) {
@@ -568,9 +556,16 @@ mod imp {
                         }
                         sh.flag.store(0, Ordering::Release);
                     }
+                    None
                 }
                 QUIT => return,
-                _ => {}
+                _ => None,
+            };
+            if let Some(g) = guard {
+                let _ =
+                    sh.entered
+                        .compare_exchange(NOBODY, WAITER, Ordering::SeqCst, Ordering::SeqCst);
+                drop(g);
             }
             sh.done.fetch_add(1, Ordering::SeqCst);
         }

@@ -31,8 +31,15 @@ fn executions(f: impl Fn() + Sync + Send + 'static) -> usize {
 
 /// Three threads each add one under the lock; the model asserts 3.
 fn counter<R: RawMutex + Send + Sync + 'static>() -> usize {
-    executions(|| {
-        let m = Arc::new(Mutex::<R, u64>::new(0));
+    counter_on(|| Mutex::<R, u64>::new(0))
+}
+
+/// [`counter`] over the lock `make` builds.
+fn counter_on<R: RawMutex + Send + Sync + 'static>(
+    make: impl Fn() -> Mutex<R, u64> + Send + Sync + 'static,
+) -> usize {
+    executions(move || {
+        let m = Arc::new(make());
         let handles: Vec<_> = (0..3)
             .map(|_| {
                 let m = m.clone();
@@ -101,21 +108,8 @@ fn combining_and_tuned_locks_count_like_the_others() {
         }
         assert_eq!(m.combine(|v| *v), 3);
     });
-    let tuned = executions(|| {
-        let m = Arc::new(numa_spin::TunedMutex::from_raw(
-            numa_spin::RawTunedMutex::with_config(&CONFIG),
-            0u64,
-        ));
-        let handles: Vec<_> = (0..3)
-            .map(|_| {
-                let m = m.clone();
-                thread::spawn(move || increment(&m))
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
-        assert_eq!(*m.lock(), 3);
+    let tuned = counter_on(|| {
+        numa_spin::TunedMutex::from_raw(numa_spin::RawTunedMutex::with_config(&CONFIG), 0u64)
     });
     println!(
         "numa_spin::CombiningMutex: {combining} executions, TunedMutex: {tuned} (loom::sync::Mutex: {yardstick})"
