@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The slow, full verification runs that CI only samples (hours on 2 CPUs):
 #   1. every ordering mutant of every lock crate (scripts/ordering-mutants.py --crate all;
-#      CI runs a 4-minute daily share of each crate's sites);
+#      CI runs a 3-minute daily share of each crate's sites);
 #   2. the loom models at a deeper preemption bound (LOOM_MAX_PREEMPTIONS, default 3;
 #      CST_LOOM_DEEP=1 also lifts cst-mutex's models that CI runs at bound 1 for time:
 #      the timed upgrade and batch-switch models);
