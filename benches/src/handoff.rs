@@ -117,7 +117,7 @@ pub const DEFAULT_SAMPLES: usize = 10_000;
 /// Samples per batch with `--quick`.
 pub const QUICK_SAMPLES: usize = 1_000;
 /// The default locks.
-pub const DEFAULT_LOCKS: [&str; 5] = ["cst", "cna", "hq", "queued", "parking_lot"];
+pub const DEFAULT_LOCKS: [&str; 6] = ["cst", "cst-next", "cna", "hq", "queued", "parking_lot"];
 
 /// One (lock, path, cs) batch: `--json` prints one a line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -280,6 +280,8 @@ pub(crate) fn waiters(raw: &dyn Any) -> Option<Waiters> {
     } else if let Some(l) = raw.downcast_ref::<numa_spin::RawQueuedMutex>() {
         l.tail_word()
     } else if let Some(l) = raw.downcast_ref::<numa_spin::RawHqMutex>() {
+        l.tail_word()
+    } else if let Some(l) = raw.downcast_ref::<cst_mutex::next::RawMutex>() {
         l.tail_word()
     } else {
         return None;

@@ -328,6 +328,7 @@ mod list;
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
 mod mutex;
+pub mod next;
 mod pool;
 mod qnode;
 mod queue;

@@ -9,4 +9,12 @@ fn sizes() {
     assert!(size_of::<cst_mutex::Condvar>() <= 16);
     assert!(size_of::<cst_mutex::RawMutex>() <= 2 * size_of::<usize>());
     assert!(size_of::<cst_mutex::RawRwLock>() <= 2 * size_of::<usize>());
+    // The queue lock it is built on, no more (8 bytes; numa-spin's feature
+    // `stats` adds the counters to both).
+    assert_eq!(
+        size_of::<cst_mutex::next::RawMutex>(),
+        size_of::<numa_spin::RawMutex>()
+    );
+    #[cfg(not(feature = "stats"))]
+    assert!(size_of::<cst_mutex::next::Mutex<()>>() <= 16);
 }

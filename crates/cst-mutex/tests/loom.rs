@@ -1782,3 +1782,81 @@ fn queue_passes_a_head_that_has_not_run() {
         "no unlock passed over a head that had not run"
     );
 }
+
+// ---- cst_mutex::next: numa-spin's queue with sleepers outside it -------------
+
+/// Two threads sleep outside the queue of a held `next::RawMutex` (they mark
+/// the word, then park on the mutex's address) while it is released and
+/// re-taken: the release that finds the mark wakes one, which marks the lock
+/// again for the other (it learnt from the parking lot that one is left).
+/// A lost wake-up is a deadlock; loom checks exclusion on the cell. Both
+/// sleepers park before the release only with two preemptions: at bound 1
+/// a woken sleeper that forgot to mark the lock again passes.
+#[test]
+fn next_sleepers_are_never_lost() {
+    let slept = std::sync::Arc::new(StdCounter::new(0));
+    let counted = slept.clone();
+    model(move || {
+        let lock = Arc::new(cst_mutex::next::RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        lock.acquire();
+        let sleepers: Vec<_> = (0..2)
+            .map(|_| {
+                let (l, c) = (lock.clone(), cell.clone());
+                thread::spawn(move || {
+                    l.acquire_sleeping_model();
+                    bump(&c);
+                    // SAFETY: acquired above.
+                    unsafe { l.release() };
+                })
+            })
+            .collect();
+        if lock.has_sleepers() {
+            counted.fetch_add(1, StdOrdering::Relaxed);
+        }
+        bump(&cell);
+        // SAFETY: acquired above by this thread.
+        unsafe { lock.release() };
+        for s in sleepers {
+            s.join().unwrap();
+        }
+        assert_eq!(get(&cell), 3);
+        assert!(!lock.is_held() && !lock.has_sleepers());
+    });
+    assert_ne!(
+        slept.load(StdOrdering::Relaxed),
+        0,
+        "nobody slept on the held lock"
+    );
+}
+
+/// A timed waiter sleeping outside the queue times out (at any point once
+/// parked, in loom's parking lot) while the holder releases: it either gets
+/// the lock or leaves it free and usable, with no mark left on a free word.
+#[test]
+fn next_timeout_racing_the_release() {
+    model(|| {
+        let lock = Arc::new(cst_mutex::next::RawMutex::new());
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        lock.acquire();
+        let (l, c) = (lock.clone(), cell.clone());
+        let timed = thread::spawn(move || {
+            let ok = l.try_acquire_for_model();
+            if ok {
+                bump(&c);
+                // SAFETY: acquired above.
+                unsafe { l.release() };
+            }
+            ok
+        });
+        bump(&cell);
+        // SAFETY: acquired above by this thread.
+        unsafe { lock.release() };
+        let ok = timed.join().unwrap();
+        assert_eq!(get(&cell), 1 + u32::from(ok));
+        assert!(lock.try_acquire(), "a timed-out sleeper left the lock held");
+        // SAFETY: acquired just above.
+        unsafe { lock.release() };
+        assert!(!lock.has_sleepers());
+    });
+}

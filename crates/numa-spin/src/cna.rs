@@ -68,6 +68,21 @@ fn numa_of(code: u32) -> u32 {
     registry().node(code).numa.with(|p| unsafe { *p })
 }
 
+/// With [`Tunables::wake_ahead`]: the queue head, waiting for a held lock,
+/// wakes its successor once it has parked, so that it spins by the time
+/// head-ship reaches it ([`node::wake_early`]). Returns whether it woke it;
+/// the head looks at each pause of its wait until it has, once: a successor
+/// that parks again after its new spin budget is woken by the hand-off.
+/// While the successor spins, the look is a read of a line it only reads.
+fn wake_successor(me: Me) -> bool {
+    // Relaxed: we touch only the successor's atomic `locked`, never its
+    // cells, and any node we may name is valid memory (nodes are never
+    // freed); waking a waiter that is then moved to the secondary queue costs
+    // it a spin budget, nothing else.
+    let next = me.node.next.load(Ordering::Relaxed);
+    next != 0 && node::wake_early(&registry().node(next).locked)
+}
+
 impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     /// Acquires the lock when the fast path failed.
     #[cold]
@@ -209,6 +224,9 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         let scan =
             NUMA && !flush && (state.sec_head != 0 || node::one_in(cfg.shuffle_reduction.get()));
         let mut found = false;
+        // With `Tunables::wake_ahead`: whether our successor's wake-up is done
+        // (or was not needed).
+        let mut woke_next = !self.tunables.wake_ahead();
         let mut wait = node::HeadWait::start(&self.tail, cfg, "cna-asleep-nap");
         let handed = loop {
             // Relaxed: this load only picks the CAS to try; each CAS below acquires.
@@ -250,6 +268,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                 _ => {
                     if scan && !found {
                         found = self.order_queue(me, state);
+                    }
+                    if !woke_next && wake_successor(me) {
+                        woke_next = true;
+                        sync::event("cna-wake-ahead");
+                        #[cfg(feature = "stats")]
+                        self.counters.woke_ahead();
                     }
                     wait.held();
                 }
@@ -828,6 +852,63 @@ mod tests {
         unsafe { lock.release() };
         waiter.join().unwrap();
         assert_eq!(format!("{lock:?}"), free);
+    }
+
+    /// With [`Tunables::wake_ahead`](crate::Tunables::wake_ahead) the queue
+    /// head wakes its successor once it has parked, while the lock is still
+    /// held: `early_wakes` counts it.
+    #[cfg(feature = "stats")]
+    #[test]
+    fn a_queue_head_wakes_its_parked_successor_ahead_of_its_turn() {
+        #[derive(Clone, Copy)]
+        struct WakeAhead;
+        static QUICK_PARK: Config = Config::DEFAULT.spin_budget_ns(1_000);
+        impl crate::Tunables for WakeAhead {
+            const DEFAULT: Self = WakeAhead;
+            fn config(&self) -> &Config {
+                &QUICK_PARK
+            }
+            fn wake_ahead(&self) -> bool {
+                true
+            }
+        }
+        let lock = std::sync::Arc::new(crate::RawLock::<true, WakeAhead>::with_tunables(WakeAhead));
+        lock.acquire();
+        let mut waiters = Vec::new();
+        let mut tails = vec![lock.tail_word()];
+        for _ in 0..2 {
+            let l = lock.clone();
+            waiters.push(std::thread::spawn(move || {
+                l.acquire();
+                // SAFETY: acquired above.
+                unsafe { l.release() };
+            }));
+            let start = Instant::now();
+            while tails.contains(&lock.tail_word()) {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "waiter never queued"
+                );
+                std::thread::yield_now();
+            }
+            tails.push(lock.tail_word());
+        }
+        // The second waiter parks after its 1 us budget; the first, the
+        // queue head, wakes it while we still hold the lock.
+        let start = Instant::now();
+        while lock.stats().early_wakes == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the head never woke its parked successor"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // SAFETY: acquired above.
+        unsafe { lock.release() };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(lock.stats().early_wakes, 1, "woken once per head-ship");
     }
 
     /// With counters: uncontended acquisitions count as such; a node-1 waiter

@@ -470,6 +470,18 @@ pub trait Tunables: Copy + Send + Sync + 'static {
 
     /// The tunables; called on slow paths only.
     fn config(&self) -> &Config;
+
+    /// Whether a new queue head wakes its parked successor ahead of its turn
+    /// (ShflLock's blocking lock, Kashyap et al., SOSP 2019, section 4.2: the
+    /// waiter before a sleeper wakes it while the lock is still held, so
+    /// that the hand-off finds it spinning instead of waiting for the OS's
+    /// wake-up, about 50-100 us). The successor then spins for its spin
+    /// budget again before it parks once more. Called on slow paths only.
+    /// `false` (the default): a parked waiter is woken by the hand-off that
+    /// makes it head, as paravirt qspinlock's `pv_kick` does.
+    fn wake_ahead(&self) -> bool {
+        false
+    }
 }
 
 /// The process-wide tunables, [`Config::global`]: zero-sized, so the lock stays

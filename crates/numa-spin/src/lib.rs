@@ -212,6 +212,7 @@
 compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features numa-spin/loom`");
 
 pub mod backoff;
+pub mod blocking;
 pub mod cna;
 pub mod combining;
 pub mod config;

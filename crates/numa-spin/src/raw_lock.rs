@@ -374,6 +374,24 @@ impl<const NUMA: bool> RawLock<NUMA, Global> {
     }
 }
 
+impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
+    /// A new unlocked lock whose tunables come from `tunables`: for a lock
+    /// built on this one with tunables of its own (a [`Tunables`] type of the
+    /// caller's, for instance one that turns on
+    /// [`wake_ahead`](Tunables::wake_ahead)). `const`.
+    #[cfg(not(numa_loom))]
+    pub const fn with_tunables(tunables: T) -> Self {
+        Self::from_tunables(tunables)
+    }
+
+    /// A new unlocked lock whose tunables come from `tunables` (loom build:
+    /// not const).
+    #[cfg(numa_loom)]
+    pub fn with_tunables(tunables: T) -> Self {
+        Self::from_tunables(tunables)
+    }
+}
+
 impl<const NUMA: bool> RawLock<NUMA, &'static crate::Config> {
     /// A new unlocked lock with its own tunables. `const`, so it can initialize a
     /// `static` (through `lock_api::Mutex::from_raw`).

@@ -68,6 +68,9 @@ pub struct Stats {
     /// without a queue node and the queue head's own acquisition are not
     /// counted.
     pub steal_attempts: u64,
+    /// Parked queue waiters woken ahead of their turn by the queue head
+    /// before them (with [`Tunables::wake_ahead`](crate::Tunables::wake_ahead)).
+    pub early_wakes: u64,
 }
 
 /// An HQ event counted by [`Counters::hq_event`].
@@ -111,6 +114,7 @@ pub(crate) struct Counters {
     binding_writes: AtomicU64,
     combine_solo: AtomicU64,
     steal_attempts: AtomicU64,
+    early_wakes: AtomicU64,
     /// Node of the last holder, `u32::MAX` before the first acquisition.
     last_node: AtomicU32,
 }
@@ -143,6 +147,7 @@ impl Counters {
             binding_writes: AtomicU64::new(0),
             combine_solo: AtomicU64::new(0),
             steal_attempts: AtomicU64::new(0),
+            early_wakes: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -164,6 +169,7 @@ impl Counters {
             binding_writes: AtomicU64::new(0),
             combine_solo: AtomicU64::new(0),
             steal_attempts: AtomicU64::new(0),
+            early_wakes: AtomicU64::new(0),
             last_node: AtomicU32::new(u32::MAX),
         }
     }
@@ -238,6 +244,10 @@ impl Counters {
     /// thread that does not hold the lock yet: an atomic add, Relaxed, as
     /// above).
     #[inline]
+    pub(crate) fn woke_ahead(&self) {
+        self.early_wakes.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn steal_attempt(&self) {
         self.steal_attempts.fetch_add(1, Ordering::Relaxed);
     }
@@ -259,6 +269,7 @@ impl Counters {
             binding_writes: self.binding_writes.load(Ordering::Relaxed),
             combine_solo: self.combine_solo.load(Ordering::Relaxed),
             steal_attempts: self.steal_attempts.load(Ordering::Relaxed),
+            early_wakes: self.early_wakes.load(Ordering::Relaxed),
         }
     }
 }

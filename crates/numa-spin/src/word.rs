@@ -12,6 +12,15 @@ pub(crate) const LOCKED: u32 = 1;
 /// whose view of the word is stale).
 pub(crate) const HANDED: u32 = 2;
 
+/// `locked` bit 2, only ever set beside [`LOCKED`]: threads may sleep outside
+/// the queue (a blocking lock's timed waiters and requeued condition-variable
+/// waiters, parked on the lock's address), so the release must wake one. Set
+/// and read only by the blocking layer's methods (`crate::blocking`); every
+/// acquisition still compares the word with `UNLOCKED` or `HANDED`, which a
+/// marked word never equals, and the blocking layer's release swaps the mark
+/// out with the lock.
+pub(crate) const SLEEPERS: u32 = 4;
+
 /// `tail` bit 0: lock stealing forbidden.
 pub(crate) const NO_STEAL: u32 = 1;
 /// `tail` bit 1: the queue head is not running: it was parked when head-ship

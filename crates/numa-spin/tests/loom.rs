@@ -1703,3 +1703,115 @@ fn combining_queue_set_give_back_races_an_arrival() {
         "no arrival lost its join to a give-back"
     );
 }
+
+// ---- the blocking layer: the sleepers' mark, the wake-ahead ------------------
+
+/// Tunables that wake a parked successor ahead of its turn (the blocking
+/// layer's, `Tunables::wake_ahead`).
+#[derive(Clone, Copy)]
+struct WakeAhead(&'static Config);
+
+impl numa_spin::Tunables for WakeAhead {
+    const DEFAULT: Self = WakeAhead(&Config::DEFAULT);
+    fn config(&self) -> &Config {
+        self.0
+    }
+    fn wake_ahead(&self) -> bool {
+        true
+    }
+}
+
+impl ModelLock for RawLock<true, WakeAhead> {
+    fn make(cfg: &'static Config) -> Self {
+        RawLock::with_tunables(WakeAhead(cfg))
+    }
+    fn acquire(&self) {
+        RawLock::acquire(self)
+    }
+    unsafe fn release(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { RawLock::release(self) }
+    }
+    unsafe fn release_fair(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { RawLock::release_fair(self) }
+    }
+    fn try_acquire_for(&self, timeout: Duration) -> bool {
+        RawLock::try_acquire_for(self, timeout)
+    }
+}
+
+/// A sleeper's mark (`mark_sleepers`) races the holder's release
+/// (`release_sleepers`, or `release_fair_sleepers` with `fair`): a mark that
+/// found the word held is reported by that release, exactly then; one that
+/// found it free is no mark; the thread's own later release reports nothing.
+/// The release's swap orders the critical sections (its Release).
+fn sleepers_mark_race(fair: bool) {
+    let cfg = config(u64::MAX, u64::MAX);
+    let marked_runs = Arc::new(AtomicUsize::new(0));
+    let counted = marked_runs.clone();
+    model(move || {
+        let shared = Shared::<Cna>::new(cfg);
+        shared.lock.acquire();
+        let s = shared.clone();
+        let b = thread::spawn(move || {
+            let marked = s.lock.mark_sleepers();
+            s.lock.acquire();
+            s.record(1);
+            // SAFETY: acquired above.
+            let reported = unsafe { s.lock.release_sleepers() };
+            (marked, reported)
+        });
+        shared.record(0);
+        // SAFETY: acquired above by this thread.
+        let reported = unsafe {
+            if fair {
+                shared.lock.release_fair_sleepers()
+            } else {
+                shared.lock.release_sleepers()
+            }
+        };
+        let (marked, reported_b) = b.join().unwrap();
+        assert_eq!(
+            marked, reported,
+            "a mark on the held word is the release's to report"
+        );
+        assert!(!reported_b, "nobody marked the second holder's word");
+        assert_eq!(shared.log(), [0, 1]);
+        if marked {
+            counted.fetch_add(1, StdOrdering::Relaxed);
+        }
+    });
+    assert_ne!(
+        marked_runs.load(StdOrdering::Relaxed),
+        0,
+        "no mark landed on the held word"
+    );
+}
+
+#[test]
+fn sleepers_mark_races_the_release() {
+    sleepers_mark_race(false);
+}
+
+#[test]
+fn sleepers_mark_races_the_fair_release() {
+    sleepers_mark_race(true);
+}
+
+/// Two queued waiters park (spin budget 0) behind main's lock; the queue
+/// head wakes its parked successor ahead of its turn (`cna-wake-ahead`),
+/// which then waits again; both acquire, in queue order.
+#[test]
+fn wake_ahead_races_the_hand_off() {
+    let cfg = config(u64::MAX, u64::MAX);
+    let before = loom_hooks::loom_event_count("cna-wake-ahead");
+    model_bounded(Some(1), move || {
+        let log = queue_scenario::<RawLock<true, WakeAhead>>(cfg, &[0, 0], false);
+        assert_eq!(log, [0, 1]);
+    });
+    assert!(
+        loom_hooks::loom_event_count("cna-wake-ahead") > before,
+        "no head woke its successor early"
+    );
+}

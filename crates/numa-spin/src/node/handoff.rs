@@ -43,11 +43,36 @@ pub(crate) fn wait_signal(word: &AtomicU32, cfg: &crate::Config) -> u32 {
                 // Returns at once if the word is no longer PARKED (the swap came
                 // first), on a wake-up, or spuriously; the loop re-checks.
                 crate::sync::park(word, PARKED);
+                // Woken ahead of our turn (`wake_ahead`: the word is WAIT
+                // again): spin a fresh budget, the hand-off is near.
+                // Relaxed: only picks how to wait; the loop's load acquires.
+                if word.load(Ordering::Relaxed) == WAIT {
+                    spin = crate::backoff::SpinWait::new(cfg.spin_budget_ns);
+                }
             }
             continue;
         }
         spin.snooze();
     }
+}
+
+/// Wakes the waiter parked on `word` (a queue node's `locked` it waits on in
+/// [`wait_signal`]) ahead of its hand-off: turns `PARKED` back into `WAIT`
+/// and wakes it, so that it spins again. Does nothing if the waiter is not
+/// parked. Returns whether it woke it.
+///
+/// Relaxed: the word's value is no hand-off (`WAIT` publishes nothing); the
+/// later [`signal`] swap still carries the hand-off. A waiter that reads
+/// `WAIT` after its park spins, then parks again (CAS `WAIT -> PARKED`), and
+/// the hand-off's swap sees which it is.
+pub(crate) fn wake_early(word: &AtomicU32) -> bool {
+    let woke = word
+        .compare_exchange(PARKED, WAIT, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok();
+    if woke {
+        crate::sync::unpark_one(word);
+    }
+    woke
 }
 
 /// Stores `value` (not [`WAIT`] nor [`PARKED`]) into a word a thread waits on in

@@ -75,7 +75,7 @@ mod registry;
 mod steal;
 
 pub(crate) use fork::{generation as fork_generation, live_pred};
-pub(crate) use handoff::{signal, wait_link, wait_signal};
+pub(crate) use handoff::{signal, wait_link, wait_signal, wake_early};
 pub(crate) use head_wait::{HeadWait, pass_head_ship};
 pub(crate) use registry::{
     HEAD, HEAD_OWNER, HeadState, Me, PARKED, QNode, WAIT, current, one_in, registry,
