@@ -127,12 +127,12 @@ head -1 target/compare-smoke/points.csv | grep -q throughput_min || { echo "poin
 # A result compared with itself: every point matches, every ratio is 1.
 cargo run --release -p numa-bench -- diff target/compare-smoke target/compare-smoke
 
-step "numa-bench handoff --quick (1,000 samples a batch): parking_lot's local/remote and today's cst retake null, every other cell timed"
+step "numa-bench handoff --quick (1,000 samples a batch): parking_lot's local/remote and today's cst retake null, every other cell timed (cst-next's retake included)"
 target/release/numa-bench handoff --quick --json > target/handoff-quick.jsonl
 python3 - target/handoff-quick.jsonl <<'PY'
 import json, sys
 cells = [json.loads(l) for l in open(sys.argv[1])]
-assert len(cells) == 5 * 5 * 3, f"{len(cells)} cells"
+assert len(cells) == 6 * 5 * 3, f"{len(cells)} cells"
 bad = []
 for c in cells:
     never = (c["lock"], c["path"]) in {("parking_lot", "local"), ("parking_lot", "remote"), ("cst", "retake")}

@@ -60,6 +60,7 @@ pub mod ours;
 pub mod plot;
 pub mod preset;
 pub mod report;
+pub mod requeue;
 pub mod workloads;
 
 use locks::LockName;

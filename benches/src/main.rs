@@ -62,6 +62,9 @@ enum Command {
     /// Time one hand-off per path (retake, word, local, remote, wake) between
     /// two threads pinned to two CPUs, in flag round trips between them.
     Handoff(HandoffArgs),
+    /// Time how long condition-variable waiters requeued by `notify_all`
+    /// onto a hammered mutex take to get it (p50, p99, max per lock).
+    Requeue(RequeueArgs),
     /// Plot a `scripts/apps.sh` results.json (real programs through
     /// numa-preload): one SVG per program beside it, each lock's throughput
     /// ratio to pthread against threads.
@@ -87,6 +90,58 @@ struct HandoffArgs {
     /// samples, ...) instead of the table.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args, Debug)]
+struct RequeueArgs {
+    /// Locks with a condition variable, comma-separated (default cst,cst-next,parking_lot).
+    #[arg(long, value_delimiter = ',')]
+    locks: Option<Vec<LockName>>,
+    /// Threads that take the mutex in a loop.
+    #[arg(long, default_value_t = 16)]
+    hammers: usize,
+    /// Condition-variable waiters, notified together by `notify_all`.
+    #[arg(long, default_value_t = 4)]
+    waiters: usize,
+    /// Re-acquisitions to time per lock.
+    #[arg(long, default_value_t = 2000)]
+    acquisitions: usize,
+    /// The hammering threads' critical section: 0, <n>ns or <n>us.
+    #[arg(long, default_value = "200ns", value_parser = numa_bench::handoff::parse_cs_ns)]
+    cs: u64,
+    /// Virtual nodes the threads sit on (thread i on node i % N).
+    #[arg(long, default_value_t = 2)]
+    virtual_nodes: usize,
+    /// Print one JSON object a line instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn requeue(args: &RequeueArgs) -> Result<(), Box<dyn Error>> {
+    use numa_bench::requeue::{DEFAULT_LOCKS, RequeueOptions, render, run_requeue};
+    let locks = match &args.locks {
+        Some(l) => l.clone(),
+        None => DEFAULT_LOCKS
+            .iter()
+            .map(|l| l.parse())
+            .collect::<Result<Vec<LockName>, _>>()?,
+    };
+    let rows = run_requeue(&RequeueOptions {
+        locks,
+        hammers: args.hammers,
+        waiters: args.waiters,
+        acquisitions: args.acquisitions,
+        cs_ns: args.cs,
+        nodes: args.virtual_nodes,
+    })?;
+    if args.json {
+        for r in &rows {
+            println!("{}", serde_json::to_string(r)?);
+        }
+    } else {
+        print!("{}", render(&rows));
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -504,6 +559,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare(a),
         Command::Diff(a) => diff(a),
         Command::Handoff(a) => handoff(a),
+        Command::Requeue(a) => requeue(a),
         Command::PlotApps(a) => numa_bench::apps::plot_apps(&a.results)
             .map(|files| {
                 for f in files {

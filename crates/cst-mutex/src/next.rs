@@ -35,6 +35,10 @@
 //! numa-spin's process-wide ones ([`numa_spin::Config::global`], read from
 //! the `NUMA_SPIN_*` environment variables), with the wake-ahead on.
 
+mod raw_condvar;
+
+pub use raw_condvar::{Condvar, RawCondvar};
+
 use crate::sync::{self, ParkResult, ParkToken, UnparkResult, UnparkToken};
 #[cfg(not(numa_loom))]
 use std::time::Duration;
@@ -115,6 +119,7 @@ impl RawMutex {
 
     /// A new unlocked mutex (loom build: not `const`).
     #[cfg(numa_loom)]
+    #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         RawMutex {
             core: numa_spin::RawLock::with_tunables(Tunables),
@@ -232,7 +237,9 @@ impl RawMutex {
         };
         match r {
             ParkResult::Unparked(token) => {
-                *must_mark = token == MORE_SLEEPERS;
+                // Owed marks are made at once where the lock is held: the
+                // next release then wakes the next sleeper while we poll.
+                *must_mark = token == MORE_SLEEPERS && !self.core.mark_sleepers();
                 true
             }
             ParkResult::Invalid | ParkResult::TimedOut => false,
@@ -246,6 +253,24 @@ impl RawMutex {
             // The lock is free (or being taken): wake the next sleeper
             // ourselves; it marks the lock or takes it.
             self.wake_sleeper();
+        }
+    }
+
+    /// Takes the lock through the queue after a wake-up outside it (a
+    /// condition variable's waiter, notified or moved onto the mutex and
+    /// woken by a release); `must_mark`: others still sleep, so the lock
+    /// needs our mark, made at once if it is held, else once we hold it.
+    fn acquire_woken(&self, must_mark: bool) {
+        let must_mark = must_mark && !self.core.mark_sleepers();
+        #[cfg(not(numa_loom))]
+        {
+            let acquired = self.acquire_outside(must_mark, None);
+            debug_assert!(acquired);
+        }
+        #[cfg(numa_loom)]
+        {
+            self.core.acquire();
+            self.acquired(must_mark);
         }
     }
 
@@ -266,25 +291,37 @@ impl RawMutex {
     /// between until a release wakes it.
     #[cfg(not(numa_loom))]
     pub fn try_acquire_until(&self, deadline: Instant) -> bool {
-        if self.core.try_acquire() {
-            return true;
-        }
+        self.core.try_acquire() || self.acquire_outside(false, Some(deadline))
+    }
+
+    /// The wait of a thread outside the queue (a timed waiter, a woken
+    /// condition-variable waiter): polls as numa-spin's timed waiters do
+    /// for a spin budget at a time, sleeping in between until a release
+    /// wakes it, until it holds the lock or `deadline` passes. `must_mark`:
+    /// the lock owes its mark to sleepers left (see [`Self::sleep`]).
+    #[cfg(not(numa_loom))]
+    fn acquire_outside(&self, mut must_mark: bool, deadline: Option<Instant>) -> bool {
         let budget = Duration::from_nanos(numa_spin::Tunables::config(&Tunables).spin_budget_ns);
-        let mut must_mark = false;
         loop {
-            let now = Instant::now();
-            let poll_end = now
+            let poll_end = Instant::now()
                 .checked_add(budget)
-                .map_or(deadline, |t| t.min(deadline));
-            if self.core.try_acquire_until(poll_end) {
+                .map_or(deadline, |t| Some(deadline.map_or(t, |d| t.min(d))));
+            let got = match poll_end {
+                Some(end) => self.core.try_acquire_woken_until(end),
+                None => {
+                    self.core.acquire();
+                    true
+                }
+            };
+            if got {
                 self.acquired(must_mark);
                 return true;
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 self.leave(must_mark);
                 return false;
             }
-            self.sleep(&mut must_mark, Some(deadline));
+            self.sleep(&mut must_mark, deadline);
         }
     }
 
@@ -372,10 +409,13 @@ impl core::fmt::Debug for RawMutex {
 // the guard is zero-sized and `Send`, so a forgotten guard only leaves the
 // lock held; the lock refers to nothing by address while unborrowed (the
 // parking-lot key is used only while a thread sleeps in a borrow of it).
-#[cfg(not(numa_loom))]
 unsafe impl lock_api::RawMutex for RawMutex {
+    #[cfg(not(numa_loom))]
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();
+    #[cfg(numa_loom)]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = panic!("RawMutex::INIT is unavailable under loom; use RawMutex::new");
 
     type Guard = lock_api::GuardSend;
 
@@ -404,7 +444,6 @@ unsafe impl lock_api::RawMutex for RawMutex {
 
 // SAFETY: `unlock_fair` releases as `unlock` does, choosing only who gets the
 // lock next.
-#[cfg(not(numa_loom))]
 unsafe impl lock_api::RawMutexFair for RawMutex {
     unsafe fn unlock_fair(&self, _guard: Self::Guard) {
         // SAFETY: the caller passes the guard of a held acquisition.

@@ -104,7 +104,7 @@ macro_rules! for_each_lock {
             hq:             "hq"             in "numa-spin",   timed_mutex($crate::numa_spin::RawHqMutex);
             combining:      "combining"      in "numa-spin",   combining_mutex($crate::numa_spin::RawCombiningMutex);
             cst:            "cst"            in "cst-mutex",   condvar($crate::cst_mutex::RawCondvar);
-            cst_next:       "cst-next"       in "cst-mutex",   timed_mutex($crate::cst_mutex::next::RawMutex);
+            cst_next:       "cst-next"       in "cst-mutex",   condvar($crate::cst_mutex::next::RawCondvar);
             parking_lot:    "parking_lot"    in "parking_lot", condvar($crate::parking_lot::RawCondvar);
             std:            "std"            in "std",         data_mutex($crate::StdMutex);
             spin:           "spin"           in "spin",        data_mutex($crate::SpinMutex);

@@ -120,6 +120,20 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         }
     }
 
+    /// Acquires the lock, waiting at most until `deadline`, for a thread that
+    /// slept outside the queue and was woken by a release: it polls as a
+    /// timed waiter does ([`crate::timed`]), and past the steal bound it
+    /// takes the freed word even before a queue head that claimed it. So a
+    /// sleeper, once woken, is not left to lose every release to the queue;
+    /// each queue head's wait grows by at most one critical section per such
+    /// sleeper, which takes the lock once and leaves.
+    #[cfg(not(numa_loom))]
+    pub fn try_acquire_woken_until(&self, deadline: std::time::Instant) -> bool {
+        crate::glue::model_route!(crate::model::try_acquire_timed(&self.tail));
+        self.try_acquire()
+            || crate::timed::poll_until(self, || std::time::Instant::now() >= deadline, true)
+    }
+
     /// Whether the lock is held and marked: a sleeper's check, under its
     /// parking lot's bucket lock, that it may sleep (the release that will
     /// wake it has not come yet).

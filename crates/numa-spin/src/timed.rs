@@ -119,7 +119,7 @@ impl<T: Tunables> Poll for RawHqLock<T> {
 #[cfg(not(numa_loom))]
 #[inline]
 pub(crate) fn try_until(lock: &impl Poll, deadline: Instant) -> bool {
-    lock.try_once() || poll_until(lock, || Instant::now() >= deadline)
+    lock.try_once() || poll_until(lock, || Instant::now() >= deadline, false)
 }
 
 /// `try_acquire_for` of every raw lock; a timeout too large to represent as an
@@ -143,7 +143,7 @@ pub(crate) fn try_for(lock: &impl Poll, timeout: Duration) -> bool {
         .and_then(|ns| crate::sync::now_ns().checked_add(ns))
         .map(|deadline| move || crate::sync::now_ns() >= deadline);
     match expired {
-        Some(expired) => poll_until(lock, expired),
+        Some(expired) => poll_until(lock, expired, false),
         None => {
             lock.acquire_queued();
             true
@@ -155,7 +155,7 @@ pub(crate) fn try_for(lock: &impl Poll, timeout: Duration) -> bool {
 /// passed); past the steal bound forbids stealing and takes any free word (see
 /// the [module docs](self)).
 #[cold]
-fn poll_until(lock: &impl Poll, expired: impl Fn() -> bool) -> bool {
+pub(crate) fn poll_until(lock: &impl Poll, expired: impl Fn() -> bool, first: bool) -> bool {
     let cfg = lock.tunables();
     let bound = cfg.steal_bound_ns;
     let claims = bound != 0 && bound != u64::MAX;
@@ -163,6 +163,7 @@ fn poll_until(lock: &impl Poll, expired: impl Fn() -> bool) -> bool {
     let mut claim = Claim {
         tail: lock.tail(),
         held: false,
+        first,
     };
     let mut wait = SpinWait::new(cfg.spin_budget_ns);
     loop {
@@ -190,6 +191,9 @@ fn poll_until(lock: &impl Poll, expired: impl Fn() -> bool) -> bool {
 struct Claim<'a> {
     tail: &'a AtomicU32,
     held: bool,
+    /// A sleeper woken outside the queue (`crate::blocking`): past its bound
+    /// it comes before a queue head's claim too.
+    first: bool,
 }
 
 impl Claim<'_> {
@@ -217,7 +221,7 @@ impl Claim<'_> {
         // Relaxed: a fairness hint; the word's CAS acquires. A claim set just
         // after this load lets this one attempt through: one in flight per
         // timed waiter, as for any thread that read the flags before the mark.
-        if lock.tail().load(Ordering::Relaxed) & HEAD_CLAIM != 0 {
+        if !self.first && lock.tail().load(Ordering::Relaxed) & HEAD_CLAIM != 0 {
             return crate::node::steal_past_absent_head(
                 lock.tail(),
                 lock.locked(),

@@ -1,0 +1,231 @@
+//! [`RawCondvar`]: the condition variable of [`next::RawMutex`](super::RawMutex),
+//! which requeues its waiters onto the mutex, as ShflLock's blocking lock
+//! does (Kashyap et al., SOSP 2019, section 4.2).
+
+use super::{LAST_SLEEPER, MORE_SLEEPERS, RawMutex};
+use crate::sync::{self, AtomicPtr, AtomicUsize, Ordering, ParkResult, ParkToken, RequeueOp};
+use std::ptr;
+use std::time::{Duration, Instant};
+
+/// A condition variable for [`next::RawMutex`](super::RawMutex): two words
+/// (16 bytes); waiters park on its address through `parking_lot_core`.
+///
+/// `notify_all` wakes one waiter and moves the others, still asleep, onto
+/// the mutex's address, where they are the mutex's sleepers outside the
+/// queue (see [`numa_spin::blocking`]): the woken waiter marks the mutex for
+/// them, so each release of the mutex wakes the next one, and each woken
+/// waiter enters the mutex's queue (no thundering herd, and no barging race
+/// a woken waiter can keep losing). `notify_one` wakes one waiter, which
+/// then takes the mutex through its queue.
+///
+/// Waits return after a notification or a timeout, and spuriously only
+/// when the wait runs in a signal handler that interrupted a wait of the
+/// same thread (it cannot sleep there, so it reports a wake-up).
+/// `notify_one` returns whether a waiter was woken and `notify_all` how many
+/// were woken or moved.
+///
+/// # Panics
+///
+/// Waiting with two different mutexes at the same time on one condvar panics
+/// (before the mutex is released).
+pub struct RawCondvar {
+    /// The mutex the current waiters use; null when nobody waits.
+    mutex: AtomicPtr<RawMutex>,
+    /// Threads parked on the condvar. Changed only under its queue lock.
+    waiters: AtomicUsize,
+}
+
+/// A condition variable protecting data with a [`Mutex`](super::Mutex).
+pub type Condvar = lock_api::Condvar<RawCondvar>;
+
+impl RawCondvar {
+    /// A new condvar (allocates nothing).
+    #[cfg(not(numa_loom))]
+    pub const fn new() -> Self {
+        RawCondvar {
+            mutex: AtomicPtr::new(ptr::null_mut()),
+            waiters: AtomicUsize::new(0),
+        }
+    }
+
+    /// A new condvar (loom build: loom atomics are not `const`).
+    #[cfg(numa_loom)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        RawCondvar {
+            mutex: AtomicPtr::new(ptr::null_mut()),
+            waiters: AtomicUsize::new(0),
+        }
+    }
+
+    fn key(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
+    /// Unlocks `mutex`, waits, re-locks. Returns true on a timeout.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `mutex`.
+    unsafe fn wait_inner(&self, mutex: &RawMutex, deadline: Option<Instant>) -> bool {
+        let mutex_ptr = std::ptr::from_ref(mutex).cast_mut();
+        let mut bad_mutex = false;
+        let mut timed_out = false;
+        let validate = || {
+            // Relaxed: the condvar's fields change only under its queue lock.
+            let cur = self.mutex.load(Ordering::Relaxed);
+            if cur.is_null() {
+                self.mutex.store(mutex_ptr, Ordering::Relaxed);
+            } else if cur != mutex_ptr {
+                bad_mutex = true;
+                return false;
+            }
+            self.waiters.fetch_add(1, Ordering::Relaxed);
+            true
+        };
+        // SAFETY: the caller holds `mutex`; we re-lock it before returning.
+        let before_sleep = || unsafe { mutex.release() };
+        let on_timeout = |key: usize, last: bool| {
+            if key == self.key() {
+                // Relaxed: under the condvar's queue lock.
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+                if last {
+                    self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+                }
+                timed_out = true;
+            }
+            // Else `notify_all` had moved us onto the mutex (so we were
+            // notified): the mutex's mark stands for the sleepers left.
+        };
+        // SAFETY: the keys are this condvar's address and, where a
+        // `notify_all` moves us, the mutex's: both this crate's; `validate`
+        // and `on_timeout` touch only atomics and locals (no unwinding, no
+        // parking-lot calls); `before_sleep` releases the mutex, which may
+        // call `unpark_one` (allowed) but never parks or unwinds.
+        let r = unsafe {
+            sync::park_requeueable(
+                self.key(),
+                mutex.key(),
+                validate,
+                before_sleep,
+                on_timeout,
+                ParkToken(0),
+                deadline,
+            )
+        };
+        if bad_mutex {
+            panic!(
+                "cst_mutex::next::Condvar: waited on with two different mutexes at the same time"
+            );
+        }
+        let must_mark = matches!(r, ParkResult::Unparked(t) if t == MORE_SLEEPERS);
+        mutex.acquire_woken(must_mark);
+        timed_out
+    }
+}
+
+#[cfg(not(numa_loom))]
+impl Default for RawCondvar {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for RawCondvar {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RawCondvar").finish_non_exhaustive()
+    }
+}
+
+// SAFETY: the waiter is queued on the condvar (under its queue lock, in
+// `validate`) before `before_sleep` releases the mutex, so a notification
+// after the release finds it; the mutex is re-locked before `wait` returns.
+// Nothing in between can panic except the two-mutex check, which panics
+// before the mutex is released.
+unsafe impl lock_api::RawCondvar for RawCondvar {
+    #[cfg(not(numa_loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = RawCondvar::new();
+    #[cfg(numa_loom)]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = panic!("RawCondvar::INIT is unavailable under loom; use RawCondvar::new");
+
+    type RawMutex = RawMutex;
+
+    unsafe fn wait(&self, mutex: &RawMutex, _guard: &mut lock_api::GuardSend) {
+        // SAFETY: forwarded precondition: the caller holds `mutex`.
+        unsafe { self.wait_inner(mutex, None) };
+    }
+
+    fn notify_one(&self) -> bool {
+        // Relaxed: a first look; the queue lock orders the real check.
+        if self.mutex.load(Ordering::Relaxed).is_null() {
+            return false;
+        }
+        let callback = |r: sync::UnparkResult| {
+            if r.unparked_threads != 0 {
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+            }
+            if !r.have_more_threads {
+                self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+            }
+            LAST_SLEEPER
+        };
+        // SAFETY: the key is this condvar's address; the callback only touches
+        // atomics (no unwinding, no parking-lot calls).
+        unsafe { sync::unpark_one(self.key(), callback) }.unparked_threads != 0
+    }
+
+    fn notify_all(&self) -> usize {
+        // Relaxed: a first look; `validate` checks again under the queue lock.
+        let m = self.mutex.load(Ordering::Relaxed);
+        if m.is_null() {
+            return 0;
+        }
+        // The mutex's key is its address: `m` may already be gone if every
+        // waiter left, and it is never dereferenced here (validate checks
+        // under the condvar's queue lock that waiters still use it).
+        let to = m as usize;
+        let validate = || {
+            if self.mutex.load(Ordering::Relaxed) != m || self.waiters.load(Ordering::Relaxed) == 0
+            {
+                return RequeueOp::Abort;
+            }
+            self.waiters.store(0, Ordering::Relaxed);
+            self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+            RequeueOp::UnparkOneRequeueRest
+        };
+        // The waiter woken first owes the others the mutex's mark: it marks
+        // the mutex (held, most likely by us) before it queues for it.
+        let callback = |_op: RequeueOp, r: sync::UnparkResult| {
+            if r.requeued_threads != 0 {
+                MORE_SLEEPERS
+            } else {
+                LAST_SLEEPER
+            }
+        };
+        // SAFETY: both keys belong to this crate (this condvar's address, the
+        // mutex's); `validate` and `callback` touch only atomics (no
+        // unwinding, no parking-lot calls).
+        let r = unsafe { sync::unpark_requeue(self.key(), to, validate, callback) };
+        r.unparked_threads + r.requeued_threads
+    }
+}
+
+// SAFETY: as for `RawCondvar`; a timeout is reported only when the parking
+// lot timed the waiter out on the condvar (it was not notified).
+unsafe impl lock_api::RawCondvarTimed for RawCondvar {
+    fn checked_duration_to_instant(timeout: &Duration) -> Option<Instant> {
+        Instant::now().checked_add(*timeout)
+    }
+
+    unsafe fn wait_until(
+        &self,
+        mutex: &RawMutex,
+        _guard: &mut lock_api::GuardSend,
+        timeout: &Instant,
+    ) -> bool {
+        // SAFETY: forwarded precondition: the caller holds `mutex`.
+        unsafe { self.wait_inner(mutex, Some(*timeout)) }
+    }
+}
