@@ -100,7 +100,10 @@ struct Visit<'a>(&'a RequeueOptions);
 
 impl LockApiVisitor for Visit<'_> {
     type Output = Option<RequeueRow>;
-    fn fair_mutex<R: numa_lock_registry::FairMutex>(&mut self, _: &'static LockInfo) -> Self::Output {
+    fn fair_mutex<R: numa_lock_registry::FairMutex>(
+        &mut self,
+        _: &'static LockInfo,
+    ) -> Self::Output {
         None
     }
     fn condvar<C: TimedCondvar>(&mut self, lock: &'static LockInfo) -> Self::Output {
@@ -216,7 +219,10 @@ fn run_one<C: TimedCondvar>(name: &str, opts: &RequeueOptions) -> RequeueRow {
 /// The table: one line per lock, with the p99 over parking_lot's when it ran.
 pub fn render(rows: &[RequeueRow]) -> String {
     use std::fmt::Write as _;
-    let pl = rows.iter().find(|r| r.lock == "parking_lot").map(|r| r.p99_us);
+    let pl = rows
+        .iter()
+        .find(|r| r.lock == "parking_lot")
+        .map(|r| r.p99_us);
     let mut out = String::from(
         "# requeue: time from notify_all to re-acquisition of the requeued waiters, us\n\
          lock         samples    p50_us    p99_us    max_us  p99/pl  hammer_ops/us\n",

@@ -1860,3 +1860,41 @@ fn next_timeout_racing_the_release() {
         assert!(!lock.has_sleepers());
     });
 }
+
+/// `notify_all` on `next::Condvar` with two waiters: one is woken, the other
+/// moved onto the mutex as its sleeper, and the woken one marks the mutex
+/// for it (the notifier holds it), so the releases that follow wake it. A
+/// waiter never woken is a deadlock; the flag is read under the mutex.
+#[test]
+fn next_condvar_notify_all_requeues_onto_the_mutex() {
+    use cst_mutex::next::{RawCondvar as NextCondvar, RawMutex as NextMutex};
+    use lock_api::RawCondvar as _;
+    model(|| {
+        let m = Arc::new(NextMutex::new());
+        let cv = Arc::new(NextCondvar::new());
+        let flag = Arc::new(UnsafeCell::new(0u32));
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let (m, cv, flag) = (m.clone(), cv.clone(), flag.clone());
+                thread::spawn(move || {
+                    m.acquire();
+                    while get(&flag) == 0 {
+                        // SAFETY: we hold `m`.
+                        unsafe { cv.wait(&m, &mut lock_api::GuardSend::new()) };
+                    }
+                    // SAFETY: acquired above (wait returns holding it).
+                    unsafe { m.release() };
+                })
+            })
+            .collect();
+        m.acquire();
+        set(&flag, 1);
+        cv.notify_all();
+        // SAFETY: acquired above.
+        unsafe { m.release() };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert!(!m.is_held() && !m.has_sleepers());
+    });
+}

@@ -5,7 +5,9 @@
 use super::{LAST_SLEEPER, MORE_SLEEPERS, RawMutex};
 use crate::sync::{self, AtomicPtr, AtomicUsize, Ordering, ParkResult, ParkToken, RequeueOp};
 use std::ptr;
-use std::time::{Duration, Instant};
+#[cfg(not(numa_loom))]
+use std::time::Duration;
+use std::time::Instant;
 
 /// A condition variable for [`next::RawMutex`](super::RawMutex): two words
 /// (16 bytes); waiters park on its address through `parking_lot_core`.
@@ -214,6 +216,7 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
 
 // SAFETY: as for `RawCondvar`; a timeout is reported only when the parking
 // lot timed the waiter out on the condvar (it was not notified).
+#[cfg(not(numa_loom))]
 unsafe impl lock_api::RawCondvarTimed for RawCondvar {
     fn checked_duration_to_instant(timeout: &Duration) -> Option<Instant> {
         Instant::now().checked_add(*timeout)

@@ -120,6 +120,11 @@ impl<'a> HeadWait<'a> {
         }
     }
 
+    /// Whether the head has spent its spin budget (it naps or yields now).
+    pub(crate) fn spun_out(&self) -> bool {
+        self.spin.is_yielding()
+    }
+
     /// Waits before the next look at the lock word: spins, then naps (marking
     /// the lock `HEAD_ASLEEP` for the nap) or yields. `NO_STEAL` stays as it
     /// is: past the bound the next release is ours even while we sleep.

@@ -75,6 +75,7 @@ mod registry;
 mod steal;
 
 pub(crate) use fork::{generation as fork_generation, live_pred};
+pub use handoff::EARLY_WAKE_YIELD_NS;
 pub(crate) use handoff::{signal, wait_link, wait_signal, wake_early};
 pub(crate) use head_wait::{HeadWait, pass_head_ship};
 pub(crate) use registry::{
