@@ -341,6 +341,7 @@ mod tests {
                 "hq",
                 "combining",
                 "cst",
+                "cst-next",
                 "parking_lot",
                 "std",
                 "spin",

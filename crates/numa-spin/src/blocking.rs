@@ -10,7 +10,7 @@
 //! to leave (see [`crate::timed`]: a queued waiter cannot), and condition
 //! variable waiters requeued onto the mutex by `notify_all`, which sleep on
 //! the lock's address in a parking lot (`parking_lot_core`). Their lock
-//! marks itself [`SLEEPERS`] so that the one release that matters, the one
+//! marks itself `SLEEPERS` (a bit of the lock word) so that the one release that matters, the one
 //! after which nobody would otherwise wake them, wakes one; every other
 //! release stays one atomic instruction (a swap instead of numa-spin's store:
 //! the store cannot tell what it overwrote).
