@@ -117,15 +117,23 @@ struct RequeueArgs {
     json: bool,
 }
 
-fn requeue(args: &RequeueArgs) -> Result<(), Box<dyn Error>> {
-    use numa_bench::requeue::{DEFAULT_LOCKS, RequeueOptions, render, run_requeue};
-    let locks = match &args.locks {
-        Some(l) => l.clone(),
-        None => DEFAULT_LOCKS
+/// The locks given with `--locks`, else a command's default list (registry names).
+fn locks_or(
+    given: &Option<Vec<LockName>>,
+    default: &[&str],
+) -> Result<Vec<LockName>, Box<dyn Error>> {
+    match given {
+        Some(l) => Ok(l.clone()),
+        None => Ok(default
             .iter()
             .map(|l| l.parse())
-            .collect::<Result<Vec<LockName>, _>>()?,
-    };
+            .collect::<Result<Vec<LockName>, _>>()?),
+    }
+}
+
+fn requeue(args: &RequeueArgs) -> Result<(), Box<dyn Error>> {
+    use numa_bench::requeue::{DEFAULT_LOCKS, RequeueOptions, render, run_requeue};
+    let locks = locks_or(&args.locks, &DEFAULT_LOCKS)?;
     let rows = run_requeue(&RequeueOptions {
         locks,
         hammers: args.hammers,
@@ -363,13 +371,7 @@ fn handoff(args: &HandoffArgs) -> Result<(), Box<dyn Error>> {
         DEFAULT_CS_NS, DEFAULT_LOCKS, DEFAULT_SAMPLES, HandoffOptions, QUICK_SAMPLES, render,
         run_handoff,
     };
-    let locks = match &args.locks {
-        Some(l) => l.clone(),
-        None => DEFAULT_LOCKS
-            .iter()
-            .map(|l| l.parse())
-            .collect::<Result<Vec<LockName>, _>>()?,
-    };
+    let locks = locks_or(&args.locks, &DEFAULT_LOCKS)?;
     let cs_ns = args.cs.clone().unwrap_or_else(|| DEFAULT_CS_NS.to_vec());
     let samples = args.samples.unwrap_or(if args.quick {
         QUICK_SAMPLES
