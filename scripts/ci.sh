@@ -63,6 +63,9 @@ cargo test --workspace --exclude parking_lot --all-features --release
 step "self-contained repository: a fresh clone alone in a temporary directory runs the hwloc XML fixture tests (scripts/clone-check.sh)"
 scripts/clone-check.sh
 
+step "numa-preload's rwlock without numa-spin's stats (the --all-features run leaves every rwlock to glibc: cst's does not fit with the counters)"
+cargo test --release -p numa-preload --lib rwlock
+
 step "cst-mutex without feature stats (the --all-features run keeps snodes attached for their counters; this one tests giving them back)"
 cargo test --release -p cst-mutex --lib --test alloc --test idle_memory
 

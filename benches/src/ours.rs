@@ -64,7 +64,12 @@ pub fn raw_stats(raw: &dyn Any) -> Option<LockStats> {
     let (snodes, mut out) = if let Some(l) = raw.downcast_ref::<cst_mutex::RawMutex>() {
         (l.snode_count(), cst_stats(l))
     } else if let Some(l) = raw.downcast_ref::<cst_mutex::RawRwLock>() {
-        (l.snode_count(), cst_stats(l))
+        // Its writers' counters are numa-spin's (the queue lock underneath).
+        #[cfg(feature = "lock-stats")]
+        let out = spin_stats(l.stats());
+        #[cfg(not(feature = "lock-stats"))]
+        let out = LockStats::new();
+        (l.snode_count(), out)
     } else {
         return None;
     };
@@ -100,13 +105,6 @@ trait CstCounters {
 }
 
 impl CstCounters for cst_mutex::RawMutex {
-    #[cfg(feature = "lock-stats")]
-    fn counters(&self) -> cst_mutex::Stats {
-        self.stats()
-    }
-}
-
-impl CstCounters for cst_mutex::RawRwLock {
     #[cfg(feature = "lock-stats")]
     fn counters(&self) -> cst_mutex::Stats {
         self.stats()

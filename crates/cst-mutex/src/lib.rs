@@ -8,9 +8,10 @@
 //!
 //! * a **cohort of per-node snodes**: each NUMA node that contends on a lock gets
 //!   an snode holding that node's **queue of waiters** (MCS-style, each waiter
-//!   spinning on its own queue node), its parking queue (a `parking_lot_core`
-//!   queue keyed by the snode's address) and its reader counter; the snodes of
-//!   a lock form a list whose cyclic order is the global order;
+//!   spinning on its own queue node) and its parking queue (a `parking_lot_core`
+//!   queue keyed by the snode's address); the snodes of a lock form a list
+//!   whose cyclic order is the global order (the [`RwLock`] has no snodes:
+//!   see its policy below);
 //! * **a node keeps the lock for its batch** (CST, section 3): only the first
 //!   waiter of a node's queue, the *head*, waits for the lock. Once it has
 //!   waited a moment (about 15 pauses) with others queued behind it, it
@@ -40,7 +41,7 @@
 //! * **lazy allocation**: an snode is attached the first time a thread of
 //!   that node contends; a mutex gives its snodes back to a process-wide pool
 //!   when its contention ends, so an idle mutex is two words and holds no
-//!   heap memory (an rwlock keeps its snodes until it is dropped);
+//!   heap memory;
 //! * **spin, then park**: an untimed waiter that finds the lock held waits
 //!   as parking_lot's waiters do (3 pause rounds, 7 yields, taking the word
 //!   whenever it is free). On a CPU of its own (its last yield returned at
@@ -117,11 +118,18 @@
 //!
 //! # RwLock policy
 //!
-//! Writers serialise on the cohort mutex, then set a writer bit that stops new
-//! readers and wait for the readers inside to drain: writers do not starve.
-//! Readers that arrive during a writer's turn park and are all admitted when it
-//! leaves, before the next writer: readers do not starve. An upgradable reader
-//! holds the cohort mutex without the writer bit. A thread holding a read
+//! Writers serialise on numa-spin's CNA queue lock ([`next::RawMutex`]: queue
+//! nodes on the waiters' stacks, bounded stealing, parking and wake-ahead),
+//! then set a writer bit that stops new readers and wait for the readers
+//! inside to drain: writers do not starve. Readers that arrive during a
+//! writer's turn park and are all admitted when it leaves, before the next
+//! writer: readers do not starve. An upgradable reader holds the queue lock
+//! without the writer bit. An uncontended reader counts itself in the lock's
+//! state word; readers that contend there count on per-node counters, one
+//! cache line per node, which the lock binds on first use from a static pool
+//! of 1,024 sets (Calciu et al., "NUMA-Aware Reader-Writer Locks", PPoPP 2013:
+//! the per-node reader indicator) and keeps until it is dropped; with every
+//! set bound, further locks' readers count in the state word alone. A thread holding a read
 //! lock that calls `read()` again deadlocks once a writer waits (the writer
 //! waits for the first read lock, the second read for the writer): there are
 //! no recursive reads.
@@ -130,17 +138,24 @@
 //!
 //! * `size_of::<Mutex<()>>()` = `size_of::<RwLock<()>>()` = 16 bytes,
 //!   `size_of::<Condvar>()` = 16 bytes (64-bit targets).
-//! * Each node whose threads wait for a lock adds one snode of 384 bytes on
-//!   x86-64 (three 128-byte `CachePadded` groups: the identity, the waiting
-//!   state and queue, the reader counter; 192 bytes where lines are 64 bytes
-//!   and not paired; one more group with feature `stats`; the same snode type
-//!   serves the mutex and the rwlock, and a mutex that a [`Condvar`] waits
-//!   with has one more while the condvar's waiters wait). A contended lock on
-//!   an N-node machine holds 16 + 384 N bytes on x86-64 (N = 2: 784 bytes,
-//!   N = 8: 3088 bytes), plus, rarely, a second snode for a node whose first
+//! * Each node whose threads wait for a mutex adds one snode of 256 bytes on
+//!   x86-64 (two 128-byte `CachePadded` groups: the identity, the waiting
+//!   state and queue; 128 bytes where lines are 64 bytes and not paired; one
+//!   more group with feature `stats`; a mutex that a [`Condvar`] waits with
+//!   has one more while the condvar's waiters wait). A contended mutex on an
+//!   N-node machine holds 16 + 256 N bytes on x86-64 (N = 2: 528 bytes,
+//!   N = 8: 2064 bytes), plus, rarely, a second snode for a node whose first
 //!   one a thread that loaded a stale snode pointer kept pinned while the
-//!   node attached a fresh one (see `snode.rs`; each such duplicate is 384
+//!   node attached a fresh one (see `snode.rs`; each such duplicate is 256
 //!   bytes more, at most one per thread attaching at that moment).
+//! * An **rwlock** holds no heap memory: its writers' queue nodes live on
+//!   their stacks, and its per-node reader counters (8 lines of 128 bytes on
+//!   x86-64) come from a static pool of 1,024 sets (1 MiB of zero-initialised
+//!   memory that the OS backs with pages only where a set was used), bound
+//!   on the first reader contention and given back when the lock is dropped
+//!   ([`RawRwLock::release_snodes`] gives them back earlier). A byte-wise copy
+//!   of an rwlock (C's `memcpy`) shares the original's counters: give them
+//!   back from one of the two only.
 //! * When snodes are held: a **mutex** holds its snodes only while threads
 //!   wait for it. The waiter that takes the lock when no other waiter uses
 //!   them (none parked, queued or about to wait) detaches them and gives them
@@ -149,14 +164,13 @@
 //!   contention of any lock takes
 //!   them from there. An idle mutex holds no heap memory, so one that is freed
 //!   without being dropped (C code freeing a `pthread_mutex_t` without
-//!   `pthread_mutex_destroy`, or `mem::forget`) leaks nothing. An **rwlock**
-//!   keeps its snodes until it is dropped (its readers count themselves on
-//!   them outside the lock). With feature `stats`, whose counters live in the
-//!   snodes, a mutex keeps them until it is dropped too.
+//!   `pthread_mutex_destroy`, or `mem::forget`) leaks nothing. With feature
+//!   `stats`, whose counters live in the snodes, a mutex keeps them until it
+//!   is dropped.
 //! * The pool never returns snodes to the allocator (a thread that read an
 //!   snode pointer just before the detach may still load it: the memory must
 //!   stay an snode), so the process keeps as many snodes as were ever
-//!   attached *at once*, about 384 bytes per node per lock contended at the
+//!   attached *at once*, about 256 bytes per node per lock contended at the
 //!   same time, plus the per-thread caches (at most 3 KiB per thread,
 //!   returned to the global pool when the thread exits), plus, rarely, one
 //!   per thread that finds the pool empty while another thread is taking
@@ -211,15 +225,20 @@
 //! its own memory, and parking keys derived from the lock's or a queue node's
 //! address (a wake-up names an address and reads nothing there).
 //!
-//! * **Mutex, and an rwlock's write unlock**: the fast unlock is one CAS, the
-//!   releasing step. The slow unlock does its work holding the lock (grants
-//!   a queue head, wakes a parked waiter, clears the writer bit) and ends
-//!   with one releasing CAS or with the grant itself, a swap into the next
-//!   holder's queue node, after which it only wakes that node's key.
+//! * **Mutex**: the fast unlock is one CAS, the releasing step. The slow
+//!   unlock does its work holding the lock (grants a queue head, wakes a
+//!   parked waiter) and ends with one releasing CAS or with the grant
+//!   itself, a swap into the next holder's queue node, after which it only
+//!   wakes that node's key.
+//! * **Rwlock write unlock**: the writers' queue lock is released first
+//!   (numa-spin's one swap, then a wake-up by key), with the writer bit still
+//!   set, so no reader can enter yet; clearing the writer bit is the
+//!   releasing step, after which only the readers parked behind the writer
+//!   are admitted (a next writer waits for that clear before it sets the bit).
 //! * **Rwlock read unlock**: the decrement of the reader's counter is the
 //!   releasing step; whether a writer waits for the readers to drain is read
 //!   from what that decrement returned (the state word's writer bit, or the
-//!   drain bit the writer sets on each snode counter before it parks), and
+//!   drain bit the writer sets on each node counter before it parks), and
 //!   the writer is woken by its key.
 //! * A **condvar**'s notify works through `parking_lot_core` by key (unpark,
 //!   or requeue onto the mutex's requeue queue); the condvar itself holds

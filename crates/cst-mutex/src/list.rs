@@ -85,12 +85,6 @@ impl SnodeList {
         self.iter().find(|s| s.node() == node)
     }
 
-    /// The snode of `node`, attaching one if none exists, without a pin: for
-    /// `RawRwLock`, whose snodes are never detached while it lives.
-    pub(crate) fn get_or_insert(&self, node: usize) -> &Snode {
-        self.lookup(node, false)
-    }
-
     /// The snode of `node`, attaching one if none exists, pinned: it stays
     /// this lock's until [`Snode::unpin`] (or a queued waiter's exit, which
     /// drops its pin with the queue count).

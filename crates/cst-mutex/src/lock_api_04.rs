@@ -67,8 +67,8 @@ pub use lock_api04 as lock_api;
 
 use ::lock_api as v05;
 
-use crate::cohort::{NODE_READERS_BIT, READER_MASK};
 use crate::fair::RawFairMutex;
+use crate::raw_rwlock::{NODE_READERS_BIT, READER_MASK};
 use crate::remutex::RawThreadId;
 use crate::sync;
 use crate::{ExclusiveGuardState, MutexGuardState, RawMutex, RawRwLock, SharedGuardState};
@@ -324,7 +324,7 @@ impl RawRwLock {
     /// The calling thread holds a read lock of `self`.
     #[cold]
     #[inline(never)]
-    unsafe fn unlock_shared_slow_04(&self, s: usize) {
+    unsafe fn unlock_shared_slow_04(&self, s: u32) {
         if let Some(state) = self.pop_read_slow(s) {
             // SAFETY: `state` is the state of a read lock this thread holds.
             unsafe { v05::RawRwLock::unlock_shared(self, state) }
@@ -348,7 +348,7 @@ impl RawRwLock {
     /// sees it now.
     #[inline]
     fn pop_read(&self) -> Option<SharedGuardState> {
-        let s = self.cohort.state.load(sync::Ordering::Relaxed);
+        let s = self.state.load(sync::Ordering::Relaxed);
         if word_read(s) {
             return Some(SharedGuardState::FAST);
         }
@@ -358,7 +358,7 @@ impl RawRwLock {
     /// [`RawRwLock::pop_read`] when node readers may exist (or nothing is
     /// read-locked: a contract violation).
     #[cold]
-    fn pop_read_slow(&self, s: usize) -> Option<SharedGuardState> {
+    fn pop_read_slow(&self, s: u32) -> Option<SharedGuardState> {
         if s & NODE_READERS_BIT != 0
             && let Some(node_read) = self.pop_node_read()
         {
@@ -376,7 +376,7 @@ impl RawRwLock {
 /// that lock counted in the word itself: no node readers, some word readers
 /// (see [`RawRwLock::pop_read`]).
 #[inline]
-fn word_read(s: usize) -> bool {
+fn word_read(s: u32) -> bool {
     s & NODE_READERS_BIT == 0 && s & READER_MASK != 0
 }
 
@@ -410,7 +410,7 @@ unsafe impl lock_api04::RawRwLock for RawRwLock {
     #[inline]
     unsafe fn unlock_shared(&self) {
         // `pop_read`'s fast case inline (see there), the rest out of line.
-        let s = self.cohort.state.load(sync::Ordering::Relaxed);
+        let s = self.state.load(sync::Ordering::Relaxed);
         if word_read(s) {
             self.unlock_shared_word();
         } else {

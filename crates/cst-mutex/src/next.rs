@@ -170,6 +170,13 @@ impl RawMutex {
         }
     }
 
+    /// The counters of numa-spin's queue lock underneath (feature `stats`).
+    #[cfg(feature = "stats")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
+    pub fn stats(&self) -> numa_spin::Stats {
+        self.core.stats()
+    }
+
     /// Whether the lock is held (a snapshot).
     #[inline]
     pub fn is_held(&self) -> bool {
@@ -181,6 +188,12 @@ impl RawMutex {
     #[doc(hidden)]
     pub fn tail_word(&self) -> u32 {
         self.core.tail_word()
+    }
+
+    /// Whether threads wait in the lock's queue (a snapshot: its tail is
+    /// set), for tests and diagnostics.
+    pub fn has_queued_waiters(&self) -> bool {
+        self.core.has_queued_waiters()
     }
 
     /// Whether the lock is held and marked by a thread asleep outside the

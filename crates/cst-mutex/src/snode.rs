@@ -10,9 +10,9 @@
 //! unlocker moves the lock to the next snode in this cyclic order that has
 //! waiters (see `Cohort::unlock_slow`).
 //!
-//! Layout: three cache-line groups (see [`Snode`]): the read-mostly identity,
-//! the hot waiting counters, the reader counter; 384 bytes on x86-64 (128-byte
-//! `CachePadded` groups), 192 bytes where lines are 64 bytes and not paired.
+//! Layout: two cache-line groups (see [`Snode`]): the read-mostly identity and
+//! the hot waiting counters; 256 bytes on x86-64 (128-byte `CachePadded`
+//! groups), 128 bytes where lines are 64 bytes and not paired.
 //!
 //! # Returning snodes while a mutex is idle
 //!
@@ -21,9 +21,9 @@
 //! contention is over. A mutex's snodes are therefore *detached* by the
 //! thread that holds the lock after a slow acquisition when nobody else uses
 //! them ([`crate::list::SnodeList::detach_idle`]) and go back to a pool ([`crate::pool`])
-//! from which the next contention of any lock takes them. (`RawRwLock` keeps
-//! its snodes until it is dropped: its readers use snode counters outside the
-//! lock.)
+//! from which the next contention of any lock takes them. (`RawRwLock` has
+//! no snodes: its writers queue on numa-spin's lock, its readers count on
+//! per-node counters of a static pool.)
 //!
 //! Arrivals read the snode pointers without holding the lock, so a detached
 //! snode may still be read by a thread that loaded the pointer before the
@@ -79,11 +79,11 @@ pub(crate) const DEAD: usize = 1usize << (usize::BITS - 1);
 /// parking queue's lock (`parked`, `fair_since_ns`) or by the lock holder
 /// (`batch`).
 ///
-/// Three cache-line groups (`CachePadded`: 128 bytes on x86-64, where the
+/// Two cache-line groups (`CachePadded`: 128 bytes on x86-64, where the
 /// adjacent-line prefetcher pairs 64-byte lines): the read-mostly identity
-/// (`node`, `next`, `owner`) that every unlock's walk reads, the hot waiting
-/// counters, and the reader counter of a `RawRwLock`. A write to a counter
-/// then never invalidates the line other unlockers walk, nor the readers' line.
+/// (`node`, `next`, `owner`) that every unlock's walk reads, and the hot
+/// waiting counters. A write to a counter then never invalidates the line
+/// other unlockers walk.
 ///
 /// Snode memory is type-stable (see the module docs): it is reused, never
 /// freed, so the identity fields are atomics that stale readers may load.
@@ -103,8 +103,6 @@ pub(crate) struct Snode {
     pub(crate) generation: AtomicU32,
     /// The waiting counters, on their own line.
     pub(crate) hot: CachePadded<Hot>,
-    /// The per-node reader counter of `RawRwLock`, on its own line.
-    pub(crate) readers: CachePadded<ReaderLine>,
     /// Contended-path counters (feature `stats`), on their own line.
     #[cfg(feature = "stats")]
     pub(crate) stats: CachePadded<crate::stats::SnodeStats>,
@@ -138,12 +136,6 @@ pub(crate) struct Hot {
     pub(crate) users: AtomicUsize,
 }
 
-/// The per-node reader counter (on its own line, see [`Snode::readers`]).
-pub(crate) struct ReaderLine {
-    /// Readers of this node inside the lock (registered on this counter).
-    pub(crate) count: AtomicUsize,
-}
-
 impl Snode {
     /// A new, `DEAD` snode (not yet initialised for a lock).
     pub(crate) fn new_dead() -> Self {
@@ -159,9 +151,6 @@ impl Snode {
                 queue: SnodeQueue::new(),
                 headship_at: AtomicU64::new(0),
                 users: AtomicUsize::new(DEAD),
-            }),
-            readers: CachePadded::new(ReaderLine {
-                count: AtomicUsize::new(0),
             }),
             #[cfg(feature = "stats")]
             stats: CachePadded::new(crate::stats::SnodeStats::new()),
@@ -220,7 +209,6 @@ impl Snode {
         h.queue.tail.store(ptr::null_mut(), Ordering::Relaxed);
         h.queue.head.store(ptr::null_mut(), Ordering::Relaxed);
         h.headship_at.store(0, Ordering::Relaxed);
-        self.readers.count.store(0, Ordering::Relaxed);
         #[cfg(feature = "stats")]
         self.stats.reset();
         self.hot.users.store(pins, Ordering::Release);

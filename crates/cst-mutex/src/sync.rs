@@ -22,6 +22,10 @@ use loom as model;
 #[cfg(all(numa_loom, numa_shuttle))]
 use shuttle as model;
 
+/// Statics that live for one model execution (the rwlock's counter pool).
+#[cfg(numa_loom)]
+pub(crate) use model::lazy_static;
+
 #[cfg(numa_loom)]
 pub(crate) use model::sync::atomic::{
     AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,

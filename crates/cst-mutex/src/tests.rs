@@ -13,9 +13,9 @@ fn state(m: &Mutex<impl Sized>) -> usize {
     unsafe { m.raw() }.cohort.state.load(Ordering::SeqCst)
 }
 
-/// The identity, the waiting counters and the reader counter each on lines
-/// of their own (`CachePadded`), so a counter write never invalidates the
-/// line that unlockers walk.
+/// The identity and the waiting counters each on lines of their own
+/// (`CachePadded`), so a counter write never invalidates the line that
+/// unlockers walk.
 #[test]
 fn snode_groups_are_on_separate_lines() {
     use crossbeam_utils::CachePadded;
@@ -26,16 +26,11 @@ fn snode_groups_are_on_separate_lines() {
         line,
         "identity shares the counters' line"
     );
-    assert_eq!(
-        std::mem::offset_of!(Snode, readers),
-        2 * line,
-        "reader counter not on its own line"
-    );
     #[cfg(not(feature = "stats"))]
-    assert_eq!(std::mem::size_of::<Snode>(), 3 * line);
-    // The counters take a fourth line.
+    assert_eq!(std::mem::size_of::<Snode>(), 2 * line);
+    // The counters take a third line.
     #[cfg(feature = "stats")]
-    assert_eq!(std::mem::size_of::<Snode>(), 4 * line);
+    assert_eq!(std::mem::size_of::<Snode>(), 3 * line);
 }
 
 #[test]
@@ -142,14 +137,13 @@ fn config_rejects_bad_values() {
 
 #[test]
 fn documented_limits_follow_the_masks() {
-    use crate::cohort::{PARKED_MAX, READER_MASK, READER_ONE};
+    use crate::cohort::PARKED_MAX;
+    use crate::raw_rwlock::{READER_MASK, READER_ONE};
     #[cfg(target_pointer_width = "64")]
-    assert_eq!(
-        (PARKED_MAX, READER_MASK / READER_ONE),
-        ((1 << 24) - 1, (1 << 32) - 1)
-    );
+    assert_eq!(PARKED_MAX, (1 << 24) - 1);
     #[cfg(target_pointer_width = "32")]
-    assert_eq!((PARKED_MAX, READER_MASK / READER_ONE), (255, 65535));
+    assert_eq!(PARKED_MAX, 255);
+    assert_eq!(READER_MASK / READER_ONE, (1 << 28) - 1);
 }
 
 #[test]
@@ -167,14 +161,14 @@ fn parked_count_field() {
 fn writer_fast_path_sees_node_readers() {
     use lock_api::RawRwLock as _;
     let l = crate::RawRwLock::new();
-    let snode = l.cohort.snodes.get_or_insert(1);
-    assert!(l.try_shared_node(snode));
+    let line = l.counter_set_or_bind().expect("a free counter set").line(1);
+    assert!(l.try_shared_node(line));
     assert!(
         l.try_lock_exclusive().is_none(),
         "writer beside a node reader"
     );
     assert!(l.is_locked());
-    snode.readers.count.fetch_sub(1, Ordering::SeqCst);
+    line.fetch_sub(1, Ordering::SeqCst);
     let g = l
         .try_lock_exclusive()
         .expect("writer shut out with no reader");
@@ -229,24 +223,24 @@ fn overdue_waiter_gets_direct_handoff() {
 /// following uncontended writers take the fast path (CAS from 0) again.
 #[test]
 fn node_readers_bit_clears_after_a_writer() {
-    use crate::cohort::NODE_READERS_BIT;
+    use crate::raw_rwlock::NODE_READERS_BIT;
     use lock_api::RawRwLock as _;
     let l = crate::RawRwLock::new();
-    let snode = l.cohort.snodes.get_or_insert(1);
-    assert!(l.try_shared_node(snode));
-    assert_ne!(l.cohort.state.load(Ordering::SeqCst) & NODE_READERS_BIT, 0);
-    snode.readers.count.fetch_sub(1, Ordering::SeqCst);
+    let line = l.counter_set_or_bind().expect("a free counter set").line(1);
+    assert!(l.try_shared_node(line));
+    assert_ne!(l.state.load(Ordering::SeqCst) & NODE_READERS_BIT, 0);
+    line.fetch_sub(1, Ordering::SeqCst);
     let g = l.lock_exclusive();
     // SAFETY: `g` is our exclusive acquisition.
     unsafe { l.unlock_exclusive(g) };
     assert_eq!(
-        l.cohort.state.load(Ordering::SeqCst),
+        l.state.load(Ordering::SeqCst),
         0,
         "NODE_READERS_BIT stayed set with no node reader"
     );
     // The writer fast path works again: it CASes from exactly 0.
     let g = l.try_lock_exclusive().expect("free lock");
-    assert_eq!(l.cohort.state.load(Ordering::SeqCst) & NODE_READERS_BIT, 0);
+    assert_eq!(l.state.load(Ordering::SeqCst) & NODE_READERS_BIT, 0);
     // SAFETY: `g` is our exclusive acquisition.
     unsafe { l.unlock_exclusive(g) };
 }
@@ -290,7 +284,7 @@ static FAIRNESS_CONFIG: StdMutex<()> = StdMutex::new(());
 fn huge_fairness_timeout_does_not_pin_the_deadline() {
     let _serial = FAIRNESS_CONFIG.lock().unwrap();
     let l = crate::RawMutex::new();
-    let snode = l.cohort.snodes.get_or_insert(1);
+    let snode = l.cohort.snodes.pin(1);
     crate::set_fairness_timeout(Duration::from_nanos(u64::MAX)).unwrap();
     crate::snode::fairness_due(snode, crate::config::fairness_now()); // starts a period
     crate::snode::fairness_due(snode, crate::config::fairness_now());
@@ -301,26 +295,27 @@ fn huge_fairness_timeout_does_not_pin_the_deadline() {
         crate::snode::fairness_due(snode, crate::config::fairness_now())
     };
     crate::set_fairness_timeout(crate::DEFAULT_FAIRNESS_TIMEOUT).unwrap();
+    snode.unpin();
     assert!(due, "eventual fairness stayed off after a huge timeout");
 }
 
 /// Downgrading an upgradable read with the state word's reader counter full
-/// (2^32 - 1 readers on 64-bit targets, 65535 on 32-bit ones) counts the
+/// (2^28 - 1 readers) counts the
 /// downgraded reader elsewhere instead of carrying out of the word.
 #[test]
 fn downgrade_with_a_full_reader_counter() {
-    use crate::cohort::READER_MASK;
+    use crate::raw_rwlock::READER_MASK;
     use lock_api::{RawRwLock as _, RawRwLockUpgrade as _, RawRwLockUpgradeDowngrade as _};
     let l = crate::RawRwLock::new();
     let up = l.lock_upgradable();
     // Stand-ins for a full counter of fast readers.
-    l.cohort.state.fetch_add(READER_MASK, Ordering::SeqCst);
+    l.state.fetch_add(READER_MASK, Ordering::SeqCst);
     // SAFETY: `up` is our upgradable acquisition.
     let r = unsafe { l.downgrade_upgradable(up) };
-    let s = l.cohort.state.load(Ordering::SeqCst);
+    let s = l.state.load(Ordering::SeqCst);
     assert_eq!(s & READER_MASK, READER_MASK, "reader counter overflowed");
-    assert_eq!(s & LOCKED_BIT, 0, "cohort mutex still held");
-    l.cohort.state.fetch_sub(READER_MASK, Ordering::SeqCst);
+    assert!(!l.mutex.is_held(), "writer mutex still held");
+    l.state.fetch_sub(READER_MASK, Ordering::SeqCst);
     assert!(l.is_locked(), "downgraded reader not counted");
     assert!(l.try_lock_exclusive().is_none());
     // SAFETY: `r` is our shared acquisition.
@@ -462,8 +457,8 @@ fn condvar_debug_names_the_type() {
 }
 
 /// Every queue of the parking lot a lock sleeps on has a key of its own: an
-/// rwlock's reader and writer queues differ from each other, from its cohort's
-/// requeue queue and from every other lock's, so a wake-up meant for one queue
+/// rwlock's reader and writer queues differ from each other, from its writer
+/// mutex's sleepers' queue and from every other lock's, so a wake-up meant for one queue
 /// never lands in another (where it would be lost).
 #[test]
 fn rwlock_park_keys_are_its_own() {
@@ -471,7 +466,13 @@ fn rwlock_park_keys_are_its_own() {
     let locks = [RawRwLock::new(), RawRwLock::new()];
     let keys: Vec<usize> = locks
         .iter()
-        .flat_map(|l| [l.reader_key(), l.writer_key(), l.cohort.requeue_key()])
+        .flat_map(|l| {
+            [
+                l.reader_key(),
+                l.writer_key(),
+                std::ptr::from_ref(l) as usize,
+            ]
+        })
         .collect();
     for (i, a) in keys.iter().enumerate() {
         for b in &keys[i + 1..] {
@@ -501,15 +502,15 @@ fn recursive_read_refused_while_a_writer_holds() {
 /// beside it), and after the writer's unlock the word is free again.
 #[test]
 fn timed_out_reader_leaves_the_writer_holding() {
-    use crate::cohort::{READERS_PARKED_BIT, WRITER_BIT};
+    use crate::raw_rwlock::{READERS_PARKED_BIT, WRITER_BIT};
     use lock_api::{RawRwLock as _, RawRwLockTimed as _};
     let l = crate::RawRwLock::new();
     let g = l.lock_exclusive();
-    let before = l.cohort.state.load(Ordering::SeqCst);
+    let before = l.state.load(Ordering::SeqCst);
     // Long enough to finish the spin rounds and park, so the time-out runs
     // the parking lot's last-waiter callback.
     assert!(l.try_lock_shared_for(Duration::from_millis(30)).is_none());
-    let after = l.cohort.state.load(Ordering::SeqCst);
+    let after = l.state.load(Ordering::SeqCst);
     assert_eq!(
         after & !READERS_PARKED_BIT,
         before,
@@ -520,7 +521,7 @@ fn timed_out_reader_leaves_the_writer_holding() {
     assert!(l.try_lock_exclusive().is_none(), "two writers");
     // SAFETY: `g` is our exclusive acquisition.
     unsafe { l.unlock_exclusive(g) };
-    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+    assert_eq!(l.state.load(Ordering::SeqCst), 0);
 }
 
 /// Two readers parked behind one writer both get in when it leaves: the
@@ -553,9 +554,9 @@ fn two_parked_readers_both_wake() {
     // Both were counted exactly once and left: the word is free again (a
     // reader that arrived late may have registered on its snode counter,
     // which leaves `NODE_READERS_BIT` for the next writer to clear).
-    let s = l.cohort.state.load(Ordering::SeqCst);
+    let s = l.state.load(Ordering::SeqCst);
     assert_eq!(
-        s & !crate::cohort::NODE_READERS_BIT,
+        s & !crate::raw_rwlock::NODE_READERS_BIT,
         0,
         "reader count off: {s:#x}"
     );
@@ -572,9 +573,9 @@ fn draining_writer_wakes_when_the_last_reader_leaves() {
     use std::sync::mpsc;
     for on_snode in [false, true] {
         let l = Arc::new(crate::RawRwLock::new());
-        let snode = l.cohort.snodes.get_or_insert(1);
+        let line = l.counter_set_or_bind().expect("a free counter set").line(1);
         let r = if on_snode {
-            assert!(l.try_shared_node(snode));
+            assert!(l.try_shared_node(line));
             None
         } else {
             Some(l.lock_shared())
@@ -596,7 +597,7 @@ fn draining_writer_wakes_when_the_last_reader_leaves() {
             // SAFETY: `r` is our shared acquisition.
             Some(r) => unsafe { l.unlock_shared(r) },
             None => {
-                let g = crate::SharedGuardState::for_snode(snode);
+                let g = crate::SharedGuardState::for_line(line);
                 // SAFETY: `g` names the snode read registered above.
                 unsafe { l.unlock_shared(g) };
             }
@@ -614,14 +615,14 @@ fn draining_writer_wakes_when_the_last_reader_leaves() {
 fn reader_turned_away_by_a_writer_leaves_the_word_clean() {
     use lock_api::RawRwLock as _;
     let l = crate::RawRwLock::new();
-    let snode = l.cohort.snodes.get_or_insert(1);
+    let line = l.counter_set_or_bind().expect("a free counter set").line(1);
     let g = l.lock_exclusive();
-    assert!(!l.try_shared_node(snode), "node reader beside a writer");
-    assert_eq!(snode.readers.count.load(Ordering::SeqCst), 0);
+    assert!(!l.try_shared_node(line), "node reader beside a writer");
+    assert_eq!(line.load(Ordering::SeqCst), 0);
     // SAFETY: `g` is our exclusive acquisition.
     unsafe { l.unlock_exclusive(g) };
     assert_eq!(
-        l.cohort.state.load(Ordering::SeqCst),
+        l.state.load(Ordering::SeqCst),
         0,
         "a turned-away reader left a bit set"
     );
@@ -645,7 +646,7 @@ fn rwlock_lock_state_in_each_mode() {
     // SAFETY: `r` is our shared acquisition.
     unsafe { l.unlock_shared(r) };
     assert!(!l.is_locked());
-    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+    assert_eq!(l.state.load(Ordering::SeqCst), 0);
     assert!(format!("{l:?}").starts_with("RawRwLock {"));
 }
 
@@ -664,22 +665,22 @@ fn rwlock_until_forms_take_a_free_lock() {
     assert!(l.is_locked_exclusive(), "returned without the lock");
     // SAFETY: `w` is our exclusive acquisition.
     unsafe { l.unlock_exclusive(w) };
-    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+    assert_eq!(l.state.load(Ordering::SeqCst), 0);
 }
 
 /// `try_lock_shared` on a word whose reader counter is full fails at once (it
 /// never waits for room), whatever other bits the word holds.
 #[test]
 fn try_read_with_a_full_counter_fails_at_once() {
-    use crate::cohort::{NODE_READERS_BIT, READER_MASK};
+    use crate::raw_rwlock::{NODE_READERS_BIT, READER_MASK};
     use lock_api::RawRwLock as _;
     let l = crate::RawRwLock::new();
     for extra in [0, NODE_READERS_BIT] {
-        l.cohort.state.store(READER_MASK | extra, Ordering::SeqCst);
+        l.state.store(READER_MASK | extra, Ordering::SeqCst);
         assert!(l.try_lock_shared().is_none());
-        assert_eq!(l.cohort.state.load(Ordering::SeqCst), READER_MASK | extra);
+        assert_eq!(l.state.load(Ordering::SeqCst), READER_MASK | extra);
     }
-    l.cohort.state.store(0, Ordering::SeqCst);
+    l.state.store(0, Ordering::SeqCst);
 }
 
 /// A writer that times out while readers are parked behind it admits them on
@@ -689,13 +690,13 @@ fn try_read_with_a_full_counter_fails_at_once() {
 /// counter that overflows into the bits below it.
 #[test]
 fn parked_readers_past_a_nearly_full_counter() {
-    use crate::cohort::{NODE_READERS_BIT, READER_MASK, READER_ONE};
+    use crate::raw_rwlock::{NODE_READERS_BIT, READER_MASK, READER_ONE};
     use lock_api::{RawRwLock as _, RawRwLockTimed as _};
     use std::sync::mpsc;
     let l = Arc::new(crate::RawRwLock::new());
     // Readers that never leave, one short of a full counter.
     let held = READER_MASK - READER_ONE;
-    l.cohort.state.store(held, Ordering::SeqCst);
+    l.state.store(held, Ordering::SeqCst);
     let writer = {
         let l = l.clone();
         thread::spawn(move || {
@@ -732,20 +733,20 @@ fn parked_readers_past_a_nearly_full_counter() {
     assert!(
         l.try_lock_exclusive().is_none(),
         "writer beside two readers: {:#x}",
-        l.cohort.state.load(Ordering::SeqCst)
+        l.state.load(Ordering::SeqCst)
     );
     for _ in 0..2 {
         go_tx.send(()).unwrap();
         rx.recv_timeout(Duration::from_secs(10))
             .expect("reader left");
     }
-    let s = l.cohort.state.load(Ordering::SeqCst);
+    let s = l.state.load(Ordering::SeqCst);
     assert_eq!(
         s & !NODE_READERS_BIT,
         held,
         "the word's readers or bits changed: {s:#x}"
     );
-    l.cohort.state.store(0, Ordering::SeqCst);
+    l.state.store(0, Ordering::SeqCst);
 }
 
 /// The timed upgradable forms: taken on a free lock, refused beside another
@@ -798,12 +799,12 @@ fn rwlock_timed_upgradable_forms() {
     // SAFETY: the guard state passed is the one its acquisition returned,
     // used once.
     unsafe { l.unlock_exclusive(w) };
-    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+    assert_eq!(l.state.load(Ordering::SeqCst), 0);
     let u = l.try_lock_upgradable_until(soon()).expect("free lock");
     // SAFETY: the guard state passed is the one its acquisition returned,
     // used once.
     unsafe { l.unlock_upgradable(u) };
-    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+    assert_eq!(l.state.load(Ordering::SeqCst), 0);
 }
 
 /// A timed writer waits for a reader inside until its deadline: it gets the
@@ -841,7 +842,7 @@ fn timed_writer_waits_for_the_reader_until_its_deadline() {
     }));
     // SAFETY: `r` is our shared acquisition.
     unsafe { l.unlock_shared(r) };
-    assert_eq!(l.cohort.state.load(Ordering::SeqCst), 0);
+    assert_eq!(l.state.load(Ordering::SeqCst), 0);
 }
 
 /// A node's queue head with a waiter behind it registers, and an unlock by a

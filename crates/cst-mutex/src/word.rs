@@ -4,26 +4,21 @@
 //!
 //! | bits | name | meaning |
 //! | --- | --- | --- |
-//! | 0 | `LOCKED_BIT` | the (writer) lock is held |
-//! | 1 | `WRITER_BIT` | `RawRwLock` only: a writer holds or drains the lock; readers wait |
-//! | 2 | `READERS_PARKED_BIT` | `RawRwLock` only: readers are parked on the lock |
-//! | 3 | `NODE_READERS_BIT` | `RawRwLock` only: readers may be counted on snode counters (set by such a reader before it enters, cleared by a writer that drained them) |
+//! | 0 | `LOCKED_BIT` | the lock is held |
+//! | 1 .. 3 | | unused (0) |
 //! | 4 .. 7 | head count | snode queues holding a registration (see `queue.rs`) |
 //! | 7 | `DETACH_BIT` | `RawMutex` only: a timed waiter left while the lock was held; the releasing unlock gives idle snodes back |
 //! | 8 .. `HALF` | parked count | threads parked on some snode of this lock |
-//! | `HALF` .. | fast readers | `RawRwLock` only: readers counted in the word itself |
+//! | `HALF` .. | | unused (0) |
 //!
 //! `HALF` is half the word (32 on 64-bit targets). The parked count is exact:
 //! it changes only inside the parking lot's queue lock of the snode the thread
 //! parks on (validate, unpark callback, timeout callback), so an unlocker
-//! that sees a count of 0 knows nobody sleeps: its release (one subtract for
-//! the mutex, one CAS for the rwlock's writer) is all it owes.
+//! that sees a count of 0 knows nobody sleeps: its release (one subtract)
+//! is all it owes.
 //!
 
 pub(crate) const LOCKED_BIT: usize = 1;
-pub(crate) const WRITER_BIT: usize = 2;
-pub(crate) const READERS_PARKED_BIT: usize = 4;
-pub(crate) const NODE_READERS_BIT: usize = 8;
 /// One registered snode-queue head (see [`crate::queue`]).
 pub(crate) const HEAD_ONE: usize = 16;
 /// The registered-head count: at most 7 heads register at once (one per
@@ -39,8 +34,6 @@ pub(crate) const PARKED_MASK: usize = ((1usize << HALF) - 1) & !0xFF;
 /// The most threads the parked count holds: 2^24 - 1 on 64-bit targets,
 /// 2^8 - 1 = 255 on 32-bit ones.
 pub(crate) const PARKED_MAX: usize = PARKED_MASK / PARKED_ONE;
-pub(crate) const READER_ONE: usize = 1usize << HALF;
-pub(crate) const READER_MASK: usize = !((1usize << HALF) - 1);
 
 #[inline]
 pub(crate) fn parked_count(s: usize) -> usize {

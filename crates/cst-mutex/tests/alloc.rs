@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-/// Counts live allocations with the snode layout (three `CachePadded` line
-/// groups, four with feature `stats`: 384 or 512 bytes aligned to 128 on
+/// Counts live allocations with the snode layout (two `CachePadded` line
+/// groups, three with feature `stats`: 256 or 384 bytes aligned to 128 on
 /// x86-64), which nothing else in these tests allocates.
 struct Counting;
 
@@ -35,7 +35,7 @@ fn allocations_in(f: impl FnOnce()) -> usize {
 
 fn is_snode(l: Layout) -> bool {
     let line = std::mem::align_of::<crossbeam_utils::CachePadded<u8>>();
-    let groups = if cfg!(feature = "stats") { 4 } else { 3 };
+    let groups = if cfg!(feature = "stats") { 3 } else { 2 };
     l.size() == groups * line && l.align() == line
 }
 
@@ -98,6 +98,10 @@ fn uncontended_operations_never_allocate() {
     let l = RwLock::new(0u64);
     let cv = Condvar::new();
     let t = Duration::from_millis(1);
+    // The first operation of the process may allocate once: numa-spin's
+    // queue lock under the RwLock reads its configuration from the
+    // environment on first use. That happens before the count.
+    *l.write() += 1;
     let n = allocations_in(|| {
         for _ in 0..1000 {
             *m.lock() += 1;

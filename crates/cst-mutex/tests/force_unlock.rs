@@ -36,8 +36,8 @@ fn rwlock_force_unlock_write_after_forget() {
         let l = l.clone();
         thread::spawn(move || *l.write() += 1)
     };
-    // SAFETY: only reads the snode count: the writer waits once it has one.
-    while unsafe { l.raw() }.snode_count() == 0 {
+    // SAFETY: only reads the writer mutex's queue.
+    while !unsafe { l.raw() }.has_waiting_writers() {
         thread::yield_now();
     }
     // SAFETY: this thread holds the write lock (guard forgotten).

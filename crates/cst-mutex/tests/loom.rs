@@ -499,23 +499,24 @@ fn rwlock_node_reader_vs_writer() {
 /// downgraded read.
 #[test]
 fn rwlock_upgrade_downgrade() {
-    static INSIDE: StdCounter = StdCounter::new(0);
     static DRAINED: StdCounter = StdCounter::new(0);
     static SHARED: StdCounter = StdCounter::new(0);
     model(|| {
-        INSIDE.store(0, StdOrdering::Relaxed);
+        // A loom atomic: loom orders its accesses against the lock's, so
+        // the schedules in which the reader is inside are explored.
+        let inside = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
         let l = Arc::new(RawRwLock::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
         let t = {
-            let (l, cell) = (l.clone(), cell.clone());
+            let (l, cell, inside) = (l.clone(), cell.clone(), inside.clone());
             thread::spawn(move || {
                 hooks::set_node(1);
                 let g = l.lock_shared();
-                INSIDE.store(1, StdOrdering::Relaxed);
+                inside.store(1, Relaxed);
                 let v = get(&cell);
                 // A scheduling point inside the read section.
                 thread::yield_now();
-                INSIDE.store(0, StdOrdering::Relaxed);
+                inside.store(0, Relaxed);
                 // SAFETY: we hold a shared acquisition with state `g`.
                 unsafe { l.unlock_shared(g) };
                 v
@@ -523,14 +524,14 @@ fn rwlock_upgrade_downgrade() {
         };
         hooks::set_node(0);
         let up = l.lock_upgradable();
-        let drained = INSIDE.load(StdOrdering::Relaxed) != 0;
+        let drained = inside.load(Relaxed) != 0;
         // SAFETY: `up` is our upgradable acquisition.
         let w = unsafe { l.upgrade(up) };
         set(&cell, 1);
         // SAFETY: `w` is our exclusive acquisition.
         let r = unsafe { l.downgrade(w) };
         assert_eq!(get(&cell), 1);
-        let shared = INSIDE.load(StdOrdering::Relaxed) != 0;
+        let shared = inside.load(Relaxed) != 0;
         // SAFETY: `r` is our shared acquisition.
         unsafe { l.unlock_shared(r) };
         let seen = t.join().unwrap();
@@ -1245,14 +1246,12 @@ fn rwlock_try_write_after_reader() {
 /// Flags of one [`node_reader_skipping_the_bit`] model (one set per test:
 /// the test harness runs models in parallel).
 struct SkipFlags {
-    second_in: StdCounter,
     counted: StdCounter,
 }
 
 impl SkipFlags {
     const fn new() -> Self {
         SkipFlags {
-            second_in: StdCounter::new(0),
             counted: StdCounter::new(0),
         }
     }
@@ -1265,20 +1264,20 @@ impl SkipFlags {
 /// Without either, the writer's drain may read the node counter as the
 /// reader's previous read section left it (0) while the reader reads.
 ///
-/// U takes and releases an upgradable lock twice (yielding while it holds
-/// it and after it released it), which changes the state word under R's
+/// U takes and releases a read lock twice (yielding while it holds it and
+/// after it released it), whose counts change the state word under R's
 /// fast CASes: R's first read registers on its node's counter and sets the
 /// bit, its second registers there too and finds the bit set. U then takes
-/// the upgradable lock a third time and tries to upgrade (or releases it
-/// and tries to write); R yields inside its second read section (not in
+/// the upgradable lock and tries to upgrade (or tries to write); R yields inside its second read section (not in
 /// its first: loom does not let a thread read, after a yield, a value it
 /// saw before it when a newer one exists, and R's second read owes its
 /// first CAS failure to such a stale read).
 ///
-/// Preemption bound 3: a reader reaches a node counter only when the word
-/// changes between its two fast CASes (a preemption of R each time), and U
-/// must take the upgradable lock between R's first read and its second (a
-/// third); about 1 400 executions each.
+/// Preemption bound 4: a reader reaches a node counter only when the word
+/// changes between its load and its CAS (a preemption of R each time), U
+/// must read between R's first read and its second (a third), and R's
+/// second read must meet U's last attempt (a fourth; at bound 3 the model
+/// no longer fails with the fence of `try_shared_node` weakened).
 ///
 /// Counted: both of R's reads entered on a node counter and R's second read
 /// had entered before U's last attempt. R's first read set the bit and only
@@ -1286,12 +1285,13 @@ impl SkipFlags {
 /// only writer), so the second read entered through the load that saw the
 /// bit, and U's drain ran while that read was counted.
 fn node_reader_skipping_the_bit(upgrade: bool, f: &'static SkipFlags) {
-    model_bounded(3, move || {
-        f.second_in.store(0, StdOrdering::Relaxed);
+    model_bounded(4, move || {
+        // A loom atomic, so that loom orders it against the lock's accesses.
+        let second_in = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
         let l = Arc::new(RawRwLock::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
         let r = {
-            let (l, cell) = (l.clone(), cell.clone());
+            let (l, cell, second_in) = (l.clone(), cell.clone(), second_in.clone());
             thread::spawn(move || {
                 hooks::set_node(0);
                 let mut on_node = [false; 2];
@@ -1299,7 +1299,7 @@ fn node_reader_skipping_the_bit(upgrade: bool, f: &'static SkipFlags) {
                     let g = l.lock_shared();
                     *n = on_node_counter(&g);
                     if i == 1 {
-                        f.second_in.store(1, StdOrdering::Relaxed);
+                        second_in.store(1, Relaxed);
                     }
                     assert!(get(&cell) <= 1);
                     if i == 1 {
@@ -1313,13 +1313,13 @@ fn node_reader_skipping_the_bit(upgrade: bool, f: &'static SkipFlags) {
         };
         hooks::set_node(1);
         for _ in 0..2 {
-            let u = l.lock_upgradable();
+            let g = l.lock_shared();
             thread::yield_now();
-            // SAFETY: our upgradable acquisition.
-            unsafe { l.unlock_upgradable(u) };
+            // SAFETY: our shared acquisition.
+            unsafe { l.unlock_shared(g) };
             thread::yield_now();
         }
-        let second_in = f.second_in.load(StdOrdering::Relaxed) != 0;
+        let second_in = second_in.load(Relaxed) != 0;
         if upgrade {
             let u = l.lock_upgradable();
             // SAFETY: `u` is our upgradable acquisition.

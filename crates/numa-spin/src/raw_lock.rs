@@ -327,6 +327,15 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         self.locked.load(Ordering::Relaxed) != UNLOCKED
     }
 
+    /// Whether threads wait in the lock's queue (a momentary snapshot: the
+    /// tail names a queue node), for tests that wait for a waiter to queue
+    /// and for diagnostics. Under a user's loom model: always false.
+    #[inline]
+    pub fn has_queued_waiters(&self) -> bool {
+        crate::glue::model_route!(false);
+        self.tail.load(Ordering::Relaxed) >> TAIL_SHIFT != 0
+    }
+
     /// The raw tail word (a momentary snapshot), for tests that wait for a
     /// waiter to enqueue: it changes whenever one does. Not a stable API
     /// (under a user's loom model it holds the lock's execution tag).

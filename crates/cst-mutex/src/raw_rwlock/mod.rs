@@ -1,44 +1,71 @@
-//! [`RawRwLock`]: the CST reader-writer lock on top of the cohort mutex.
+//! [`RawRwLock`]: the CST reader-writer lock on numa-spin's queue.
 //!
 //! # Policy (neither readers nor writers starve)
 //!
-//! * Writers (and upgradable readers) serialise on the cohort mutex
-//!   (`LOCKED_BIT`), with the same NUMA batching, spin-then-park and eventual
-//!   fairness as [`RawMutex`](crate::RawMutex).
-//! * A writer then sets `WRITER_BIT`, which stops new readers, and waits for the
-//!   readers inside to drain (spin, then park on the lock's address + 1). Readers
-//!   cannot enter once `WRITER_BIT` is set, so a writer never starves.
-//! * Readers that arrive while `WRITER_BIT` is set park on the lock's address.
-//!   When the writer unlocks (or downgrades) it admits *all* of them in one step
-//!   before it releases the cohort mutex, so the next writer must wait for them:
-//!   readers never starve either (a phase-fair alternation under contention).
-//! * An upgradable reader holds the cohort mutex without `WRITER_BIT`: plain
-//!   readers still enter, writers and other upgradable readers wait; `upgrade`
-//!   sets `WRITER_BIT` and drains.
+//! * Writers (and upgradable readers) serialise on a [`next::RawMutex`]
+//!   (numa-spin's CNA queue lock with bounded stealing, parking and the
+//!   wake-ahead), with its NUMA ordering, spin-then-park and fairness.
+//! * A writer then sets `WRITER_BIT` in the state word, which stops new
+//!   readers, and waits for the readers inside to drain (spin, then park on the
+//!   lock's address + 1). Readers cannot enter once `WRITER_BIT` is set, so a
+//!   writer never starves.
+//! * Readers that arrive while `WRITER_BIT` is set park on the lock's address
+//!   plus 2. When the writer unlocks (or downgrades) it admits *all* of them
+//!   in one step as it clears the bit, and the next writer, which sets the bit
+//!   only after that clear, must wait for them: readers never starve either
+//!   (a phase-fair alternation under contention).
+//! * An upgradable reader holds the mutex without `WRITER_BIT`: plain readers
+//!   still enter, writers and other upgradable readers wait; `upgrade` sets
+//!   `WRITER_BIT` and drains.
 //!
 //! # Reader counters
 //!
-//! An uncontended reader counts itself in the upper half of the state word
-//! (one CAS, no allocation). A reader that loses that CAS to a concurrent
-//! update (contention) registers on the reader counter of its node's snode,
-//! which sits on its own cache line, so readers of different nodes never write
-//! the same line. The shared guard remembers which counter it used. While
-//! node readers may be inside, `NODE_READERS_BIT` keeps writers off their
-//! fast path; the next writer that has drained every counter clears it, so
-//! a burst of reader contention does not slow later uncontended writers. A
-//! spurious `compare_exchange_weak` failure is retried on the fast counter,
-//! so an uncontended reader never allocates an snode.
+//! An uncontended reader counts itself in the state word (one CAS, no
+//! memory). A reader that loses that CAS to a concurrent update (contention)
+//! counts on its node's line of the lock's per-node reader counters
+//! (`counters.rs`), bound from a static pool on first use, so readers of
+//! different nodes never write the same line. The shared guard remembers
+//! which counter it used. While node readers may be inside,
+//! `NODE_READERS_BIT` keeps writers off their fast path; the next writer that
+//! has drained every counter clears it, so a burst of reader contention does
+//! not slow later uncontended writers. A spurious `compare_exchange_weak`
+//! failure is retried on the state word, so an uncontended reader never binds
+//! counters.
+//!
+//! # State word
+//!
+//! | bits | name | meaning |
+//! | --- | --- | --- |
+//! | 1 | `WRITER_BIT` | a writer holds or drains the lock; readers wait |
+//! | 2 | `READERS_PARKED_BIT` | readers are parked on the lock |
+//! | 3 | `NODE_READERS_BIT` | readers may be counted on the per-node counters (set by such a reader before it enters, cleared by a writer that drained them) |
+//! | 4 .. 32 | readers | readers counted in the word itself (at most 2^28 - 1) |
+//!
+//! [`next::RawMutex`]: crate::next::RawMutex
 
+pub(crate) mod counters;
 mod exclusive;
 mod shared;
 
-use crate::cohort::{Cohort, LOCKED_BIT, READER_MASK, READER_ONE, UNKNOWN_NODE, WRITER_BIT};
-use crate::snode::Snode;
-use crate::sync::{Ordering, fence};
+use crate::next::RawMutex as WriterMutex;
+use crate::sync::{AtomicU32, AtomicUsize, Ordering, fence};
+use counters::{CounterSet, pool};
 use std::time::{Duration, Instant};
 
-/// A CST-style NUMA-aware blocking reader-writer lock (16 bytes on 64-bit
-/// targets). Use it through [`RwLock`](crate::RwLock); see the
+/// A writer holds or drains the lock; new readers wait.
+pub(crate) const WRITER_BIT: u32 = 2;
+/// Readers are parked on the lock's reader key.
+pub(crate) const READERS_PARKED_BIT: u32 = 4;
+/// Readers may be counted on the per-node counters.
+pub(crate) const NODE_READERS_BIT: u32 = 8;
+/// One reader counted in the state word.
+pub(crate) const READER_ONE: u32 = 16;
+/// The state word's reader count.
+pub(crate) const READER_MASK: u32 = !(READER_ONE - 1);
+
+/// A CST-style NUMA-aware blocking reader-writer lock (16 bytes: numa-spin's
+/// 8-byte queue lock for the writers, a 4-byte state word and a 4-byte handle
+/// of the per-node reader counters). Use it through [`RwLock`](crate::RwLock); see the
 /// [module policy](crate#rwlock-policy) and the [crate docs](crate).
 ///
 /// # Fairness
@@ -78,11 +105,19 @@ use std::time::{Duration, Instant};
 /// assert!(!raw.is_locked());
 /// ```
 pub struct RawRwLock {
-    pub(crate) cohort: Cohort,
+    /// Writers and upgradable readers hold it (module docs).
+    pub(crate) mutex: WriterMutex,
+    /// `WRITER_BIT`, `READERS_PARKED_BIT`, `NODE_READERS_BIT` and the readers
+    /// counted in the word (module docs' table).
+    pub(crate) state: AtomicU32,
+    /// The bound set of per-node reader counters: 0 for none, else its pool
+    /// id. Set once, by the first reader that contends; cleared only with
+    /// exclusive access (drop, [`release_snodes`](RawRwLock::release_snodes)).
+    counters: AtomicU32,
 }
 
 /// Shared guard state: which reader counter this reader registered on (the
-/// state word, or the per-node counter of an snode).
+/// state word, or its node's line of the lock's per-node counters).
 ///
 /// It has no public constructor: the release must decrement the counter the
 /// reader registered on. To release a read lock without a guard (FFI, or a
@@ -92,14 +127,13 @@ pub struct RawRwLock {
 /// A forgotten `RwLockReadGuard` cannot be released.
 #[derive(Debug)]
 pub struct SharedGuardState {
-    /// 0 for the state word, else the address of the snode whose counter holds us.
+    /// 0 for the state word, else the address of the per-node counter that
+    /// holds us (static memory: the pool's).
     counter: usize,
 }
 
-/// Exclusive or upgradable guard state: the node the cohort mutex was taken
-/// on (or unknown when taken on the fast path).
-///
-/// The node is only a hint for the unlock's NUMA choice, so a state made by
+/// Exclusive or upgradable guard state: nothing (the writers' queue lock keeps
+/// no per-acquisition state), so a state made by
 /// [`ExclusiveGuardState::new`] releases any exclusive or upgradable
 /// acquisition: after `std::mem::forget` of a write guard, call
 /// `unsafe { lock.force_unlock_write(ExclusiveGuardState::new()) }`.
@@ -116,15 +150,14 @@ pub struct SharedGuardState {
 /// ```
 #[derive(Debug)]
 pub struct ExclusiveGuardState {
-    node: usize,
+    _private: (),
 }
 
 impl ExclusiveGuardState {
-    /// A guard state for an exclusive or upgradable acquisition whose own
-    /// state was lost (forgotten guard, FFI): the node is unknown and looked
-    /// up by the unlock if it needs one.
+    /// A guard state for an exclusive or upgradable acquisition (all are
+    /// alike): for one whose own state was lost (forgotten guard, FFI).
     pub const fn new() -> Self {
-        ExclusiveGuardState { node: UNKNOWN_NODE }
+        ExclusiveGuardState { _private: () }
     }
 }
 
@@ -136,7 +169,7 @@ impl Default for ExclusiveGuardState {
 
 const FAST: usize = 0;
 
-/// Top bit of an snode's reader counter: a writer parked (or about to park)
+/// Top bit of a per-node reader counter: a writer parked (or about to park)
 /// waiting for the counter to drain. The unlock of a reader counted there
 /// learns from its own decrement whether to wake the writer, so it touches
 /// nothing of the lock after that releasing step (the last reader's unlock
@@ -163,14 +196,14 @@ impl SharedGuardState {
         self.counter == FAST
     }
 
-    /// A read counted on `snode`'s reader counter.
-    pub(crate) fn for_snode(snode: &Snode) -> SharedGuardState {
+    /// A read counted on `line`, a per-node counter of the pool.
+    pub(crate) fn for_line(line: &AtomicUsize) -> SharedGuardState {
         SharedGuardState {
-            counter: snode as *const Snode as usize,
+            counter: std::ptr::from_ref(line) as usize,
         }
     }
 
-    /// Whether this read is counted in the state word, not on an snode counter.
+    /// Whether this read is counted in the state word, not on a node counter.
     #[cfg(feature = "lock_api_04")]
     #[inline]
     pub(crate) fn is_fast(&self) -> bool {
@@ -179,11 +212,13 @@ impl SharedGuardState {
 }
 
 impl RawRwLock {
-    /// A new unlocked lock (allocates nothing).
+    /// A new unlocked lock (allocates nothing; all zeros).
     #[cfg(not(numa_loom))]
     pub const fn new() -> Self {
         RawRwLock {
-            cohort: Cohort::new(),
+            mutex: WriterMutex::new(),
+            state: AtomicU32::new(0),
+            counters: AtomicU32::new(0),
         }
     }
 
@@ -191,56 +226,112 @@ impl RawRwLock {
     #[cfg(numa_loom)]
     pub fn new() -> Self {
         RawRwLock {
-            cohort: Cohort::new(),
+            mutex: WriterMutex::new(),
+            state: AtomicU32::new(0),
+            counters: AtomicU32::new(0),
         }
     }
 
-    /// The counters of this lock's contended paths, summed over its snodes
-    /// (feature `stats`; all zero until the lock was contended). For the
-    /// rwlock: its writer side (writers and upgradable readers).
+    /// The counters of the writer side's queue lock (writers and upgradable
+    /// readers; feature `stats`, numa-spin's [`numa_spin::Stats`]).
     #[cfg(feature = "stats")]
     #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
-    pub fn stats(&self) -> crate::Stats {
-        self.cohort.stats()
+    pub fn stats(&self) -> numa_spin::Stats {
+        self.mutex.stats()
     }
 
-    /// The number of snodes this lock holds (nodes that contended); each is
-    /// 384 bytes on x86-64 (see the crate docs' memory cost) and is held until
-    /// the lock is dropped (readers count themselves on them outside the lock).
+    /// The number of per-node reader counter sets this lock has bound: 0, or
+    /// 1 once its readers contended (8 counters of one cache line each, from
+    /// a static pool, kept until the lock is dropped; see the crate docs'
+    /// memory cost).
     pub fn snode_count(&self) -> usize {
-        self.cohort.snodes.len()
+        // Relaxed: a snapshot.
+        usize::from(self.counters.load(Ordering::Relaxed) != 0)
     }
 
-    /// Gives back the snodes this lock attached at its current address and
-    /// forgets any others, leaving an idle lock that holds no heap memory: as
-    /// [`RawMutex::release_snodes`](crate::RawMutex::release_snodes), for
-    /// locks in memory that C code may copy byte by byte, and with the same
-    /// caveat for a lock moved since its snodes were attached. (Dropping the
-    /// lock gives back every snode it points to.)
+    /// Whether writers (or upgradable readers) wait for the writer mutex:
+    /// queued in numa-spin's queue, or asleep outside it (timed waiters). A
+    /// snapshot, for tests and diagnostics.
+    pub fn has_waiting_writers(&self) -> bool {
+        self.mutex.has_queued_waiters() || self.mutex.has_sleepers()
+    }
+
+    /// Gives this lock's reader counters back to the pool (dropping the lock
+    /// does too). For locks in memory that C code may copy byte by byte: a
+    /// copy shares the original's counters, so give them back from one of
+    /// the two only, or from neither.
     pub fn release_snodes(&mut self) {
-        self.cohort.snodes.release_own();
+        let id = self.counters.swap(0, Ordering::Relaxed);
+        if id != 0 {
+            let set = pool().set(id);
+            // Relaxed: we have exclusive access, and `free` publishes. A count
+            // left by a forgotten read guard of this lock goes with it.
+            for line in &set.lines {
+                line.store(0, Ordering::Relaxed);
+            }
+            pool().free(id);
+        }
     }
 
+    /// The parking key of readers that wait for a writer: the lock's address
+    /// plus 2 (the address itself is the writer mutex's, whose timed waiters
+    /// sleep there).
     #[inline]
     pub(crate) fn reader_key(&self) -> usize {
-        self as *const Self as usize
+        self as *const Self as usize + 2
     }
 
+    /// The parking key of a writer that waits for readers to drain.
     #[inline]
     pub(crate) fn writer_key(&self) -> usize {
         self as *const Self as usize + 1
     }
 
+    /// The bound per-node reader counters, if any.
+    #[inline]
+    fn counter_set(&self) -> Option<&'static CounterSet> {
+        // Acquire: pairs with the binding CAS's Release (the set's zeros).
+        let id = self.counters.load(Ordering::Acquire);
+        (id != 0).then(|| pool().set(id))
+    }
+
+    /// The per-node reader counters, bound on first use; `None` while every
+    /// set of the pool is bound to other locks.
+    pub(crate) fn counter_set_or_bind(&self) -> Option<&'static CounterSet> {
+        if let Some(set) = self.counter_set() {
+            return Some(set);
+        }
+        let id = pool().claim(self as *const Self as usize >> 4)?;
+        // Release/Acquire: publishes the claimed set's zeros to the readers
+        // that load the id, and acquires a winner's on failure.
+        match self
+            .counters
+            .compare_exchange(0, id, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Some(pool().set(id)),
+            Err(won) => {
+                pool().free(id);
+                Some(pool().set(won))
+            }
+        }
+    }
+
     /// Readers inside (or transiently registered): the fast counter plus every
     /// per-node counter.
     fn readers_total(&self) -> usize {
-        let fast = (self.cohort.state.load(Ordering::Acquire) & READER_MASK) / READER_ONE;
-        fast + self
-            .cohort
-            .snodes
-            .iter()
-            .map(|s| s.readers.count.load(Ordering::Acquire) & !DRAIN_BIT)
-            .sum::<usize>()
+        let fast = ((self.state.load(Ordering::Acquire) & READER_MASK) / READER_ONE) as usize;
+        fast + self.counter_set().map_or(0, |set| {
+            set.lines
+                .iter()
+                .map(|l| l.load(Ordering::Acquire) & !DRAIN_BIT)
+                .sum::<usize>()
+        })
+    }
+}
+
+impl Drop for RawRwLock {
+    fn drop(&mut self) {
+        self.release_snodes();
     }
 }
 
@@ -261,13 +352,14 @@ impl Default for RawRwLock {
 impl std::fmt::Debug for RawRwLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RawRwLock")
-            .field("state", &self.cohort.state.load(Ordering::Relaxed))
+            .field("state", &self.state.load(Ordering::Relaxed))
+            .field("writer", &self.mutex)
             .field("snodes", &self.snode_count())
             .finish()
     }
 }
 
-// SAFETY: exclusive acquisitions hold the cohort mutex and `WRITER_BIT` and
+// SAFETY: exclusive acquisitions hold the writer mutex and `WRITER_BIT` and
 // have waited until every reader counter is 0; a reader enters only by
 // registering on a counter and then seeing `WRITER_BIT` clear (SeqCst on both
 // sides), or by being admitted by a writer that is leaving. Acquire/Release on
@@ -300,7 +392,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
                 Some(true) => return Some(SharedGuardState { counter: FAST }),
                 Some(false) => return None,
                 None => {
-                    if self.cohort.state.load(Ordering::Relaxed) & READER_MASK == READER_MASK {
+                    if self.state.load(Ordering::Relaxed) & READER_MASK == READER_MASK {
                         return None;
                     }
                 }
@@ -315,33 +407,38 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn lock_exclusive(&self) -> ExclusiveGuardState {
-        // The fast CAS inline, the rest (which cannot fail without a deadline)
-        // in one out-of-line call.
-        if self.try_writer_fast() {
-            return ExclusiveGuardState { node: UNKNOWN_NODE };
+        // The two fast CASes inline, the rest (which cannot fail without a
+        // deadline) in one out-of-line call.
+        if self.mutex.try_acquire() {
+            if !self.try_writer_bit() {
+                self.become_writer_untimed();
+            }
+            return ExclusiveGuardState::new();
         }
         self.lock_exclusive_untimed_slow()
     }
 
     #[inline]
     fn try_lock_exclusive(&self) -> Option<ExclusiveGuardState> {
-        self.try_writer_fast()
-            .then_some(ExclusiveGuardState { node: UNKNOWN_NODE })
-            .or_else(|| {
-                if !self.cohort.try_lock() {
-                    return None;
-                }
-                // Relaxed, then the Dekker fence: as in `become_writer`.
-                self.cohort.state.fetch_or(WRITER_BIT, Ordering::Relaxed);
-                fence(Ordering::SeqCst);
-                if self.readers_total() == 0 {
-                    self.readers_drained();
-                    return Some(ExclusiveGuardState { node: UNKNOWN_NODE });
-                }
-                self.clear_writer_bit();
-                self.unlock_cohort(ExclusiveGuardState { node: UNKNOWN_NODE }, false);
-                None
-            })
+        if !self.mutex.try_acquire() {
+            return None;
+        }
+        if self.try_writer_bit() {
+            return Some(ExclusiveGuardState::new());
+        }
+        // Relaxed, then the Dekker fence: as in `become_writer`.
+        if !self.set_writer_bit(false) {
+            self.unlock_writer_mutex(false);
+            return None;
+        }
+        fence(Ordering::SeqCst);
+        if self.readers_total() == 0 {
+            self.readers_drained();
+            return Some(ExclusiveGuardState::new());
+        }
+        self.clear_writer_bit();
+        self.unlock_writer_mutex(false);
+        None
     }
 
     #[inline]
@@ -351,18 +448,19 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn is_locked(&self) -> bool {
-        self.cohort.state.load(Ordering::Relaxed) & (LOCKED_BIT | WRITER_BIT) != 0
+        self.mutex.is_held()
+            || self.state.load(Ordering::Relaxed) & WRITER_BIT != 0
             || self.readers_total() != 0
     }
 
     #[inline]
     fn is_locked_exclusive(&self) -> bool {
-        self.cohort.state.load(Ordering::Relaxed) & WRITER_BIT != 0
+        self.state.load(Ordering::Relaxed) & WRITER_BIT != 0
     }
 }
 
 // SAFETY: the fair variants release exactly like the plain ones, except that
-// the cohort mutex is handed directly to a parked writer if there is one.
+// the writer mutex goes to its longest-waiting queued writer, if any.
 unsafe impl lock_api::RawRwLockFair for RawRwLock {
     #[inline]
     unsafe fn unlock_shared_fair(&self, guard: SharedGuardState) {
@@ -377,17 +475,17 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
 
 // SAFETY: the writer counts itself as a reader (on the state word, or on its
 // node's counter when the word's is full) before it clears `WRITER_BIT` and
-// releases the cohort mutex, so no writer can enter between.
+// releases the writer mutex, so no writer can enter between.
 unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
-    unsafe fn downgrade(&self, guard: ExclusiveGuardState) -> SharedGuardState {
+    unsafe fn downgrade(&self, _guard: ExclusiveGuardState) -> SharedGuardState {
         let shared = self.add_downgraded_reader();
         self.clear_writer_bit();
-        self.unlock_cohort(guard, false);
+        self.unlock_writer_mutex(false);
         shared
     }
 }
 
-// SAFETY: timed-out attempts undo every step they took (cohort mutex,
+// SAFETY: timed-out attempts undo every step they took (writer mutex,
 // `WRITER_BIT`, reader registration) before returning `None` after the deadline.
 unsafe impl lock_api::RawRwLockTimed for RawRwLock {
     type Duration = Duration;
@@ -410,27 +508,25 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
     }
 }
 
-// SAFETY: one upgradable holder at a time (it holds the cohort mutex);
+// SAFETY: one upgradable holder at a time (it holds the writer mutex);
 // `upgrade` sets `WRITER_BIT` and waits for all readers to drain, acquiring
 // from their releases (SeqCst counters).
 unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
     type UpgradableGuard = ExclusiveGuardState;
 
     fn lock_upgradable(&self) -> ExclusiveGuardState {
-        match self.lock_cohort(None) {
-            Some(g) => g,
-            None => unreachable!("untimed upgradable lock returned without the lock"),
-        }
+        self.mutex.acquire();
+        ExclusiveGuardState::new()
     }
 
     fn try_lock_upgradable(&self) -> Option<ExclusiveGuardState> {
-        self.cohort
-            .try_lock()
-            .then_some(ExclusiveGuardState { node: UNKNOWN_NODE })
+        self.mutex
+            .try_acquire()
+            .then_some(ExclusiveGuardState::new())
     }
 
-    unsafe fn unlock_upgradable(&self, guard: ExclusiveGuardState) {
-        self.unlock_cohort(guard, false);
+    unsafe fn unlock_upgradable(&self, _guard: ExclusiveGuardState) {
+        self.unlock_writer_mutex(false);
     }
 
     unsafe fn upgrade(&self, guard: ExclusiveGuardState) -> ExclusiveGuardState {
@@ -443,7 +539,9 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
         guard: ExclusiveGuardState,
     ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
         // Relaxed, then the Dekker fence: as in `become_writer`.
-        self.cohort.state.fetch_or(WRITER_BIT, Ordering::Relaxed);
+        if !self.set_writer_bit(false) {
+            return Err(guard);
+        }
         fence(Ordering::SeqCst);
         if self.readers_total() == 0 {
             self.readers_drained();
@@ -456,18 +554,18 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 
 // SAFETY: as for `RawRwLockFair`.
 unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
-    unsafe fn unlock_upgradable_fair(&self, guard: ExclusiveGuardState) {
-        self.unlock_cohort(guard, true);
+    unsafe fn unlock_upgradable_fair(&self, _guard: ExclusiveGuardState) {
+        self.unlock_writer_mutex(true);
     }
 }
 
 // SAFETY: downgrades keep the lock held throughout: a shared downgrade
-// registers a reader before releasing the cohort mutex; the exclusive-to-
+// registers a reader before releasing the writer mutex; the exclusive-to-
 // upgradable downgrade only clears `WRITER_BIT` (admitting waiting readers).
 unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
-    unsafe fn downgrade_upgradable(&self, guard: ExclusiveGuardState) -> SharedGuardState {
+    unsafe fn downgrade_upgradable(&self, _guard: ExclusiveGuardState) -> SharedGuardState {
         let shared = self.add_downgraded_reader();
-        self.unlock_cohort(guard, false);
+        self.unlock_writer_mutex(false);
         shared
     }
 
@@ -481,11 +579,13 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 // again and keeps the upgradable acquisition.
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
     fn try_lock_upgradable_for(&self, timeout: Duration) -> Option<ExclusiveGuardState> {
-        self.lock_cohort(Instant::now().checked_add(timeout))
+        self.lock_writer_mutex(Instant::now().checked_add(timeout))
+            .then_some(ExclusiveGuardState::new())
     }
 
     fn try_lock_upgradable_until(&self, deadline: Instant) -> Option<ExclusiveGuardState> {
-        self.lock_cohort(Some(deadline))
+        self.lock_writer_mutex(Some(deadline))
+            .then_some(ExclusiveGuardState::new())
     }
 
     unsafe fn try_upgrade_for(

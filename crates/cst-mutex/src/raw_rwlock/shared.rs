@@ -1,15 +1,14 @@
-//! The read side of [`RawRwLock`]: entering (the state word's counter, an
-//! snode's counter, waiting for a writer), leaving, and waking a writer that
+//! The read side of [`RawRwLock`]: entering (the state word's counter, a
+//! per-node counter, waiting for a writer), leaving, and waking a writer that
 //! waits for the readers to drain.
 
-use super::{DRAIN_BIT, FAST, RawRwLock, SharedGuardState, untimed_lock_failed};
-use crate::cohort::{
-    NODE_READERS_BIT, READER_MASK, READER_ONE, READERS_PARKED_BIT, TOKEN_HANDOFF, TOKEN_NORMAL,
-    WRITER_BIT,
+use super::{
+    DRAIN_BIT, FAST, NODE_READERS_BIT, READER_MASK, READER_ONE, READERS_PARKED_BIT, RawRwLock,
+    SharedGuardState, WRITER_BIT, untimed_lock_failed,
 };
-use crate::snode::Snode;
+use crate::cohort::{TOKEN_HANDOFF, TOKEN_NORMAL};
 use crate::spin::{spin_round, spin_rounds};
-use crate::sync::{self, Ordering, ParkResult, ParkToken, fence};
+use crate::sync::{self, AtomicUsize, Ordering, ParkResult, ParkToken, fence};
 use std::time::Instant;
 
 impl RawRwLock {
@@ -38,15 +37,15 @@ impl RawRwLock {
             return g;
         }
         // Relaxed: a first guess for the CAS.
-        let mut s = self.cohort.state.load(Ordering::Relaxed);
+        let mut s = self.state.load(Ordering::Relaxed);
         while s & READER_MASK != READER_MASK && s & WRITER_BIT == 0 {
             // Relaxed: our read section was acquired by `g`'s acquisition;
             // this count is published by `g`'s release just below. A writer
             // that sets `WRITER_BIT` after this CAS (later in the word's
             // order) reads the word after its RMW and counts us.
-            match self.cohort.state.compare_exchange_weak(
+            match self.state.compare_exchange_weak(
                 s,
-                s + READER_ONE,
+                s.wrapping_add(READER_ONE),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
@@ -61,7 +60,7 @@ impl RawRwLock {
     }
 
     /// Releases one read counted on any counter (`prefer` first, then the
-    /// state word, then the snodes' counters) without taking a counter below
+    /// state word, then the per-node counters) without taking a counter below
     /// zero; false if no counter counts a reader.
     ///
     /// For FFI callers that track reads by count rather than by guard (a read
@@ -79,20 +78,20 @@ impl RawRwLock {
         let key = self.writer_key();
         let snode_first = prefer.filter(|g| g.counter != FAST).map(|g| g.counter);
         if let Some(addr) = snode_first {
-            // SAFETY: an snode of this lock (set in `lock_shared_slow`), alive
-            // while the lock is.
-            let sn = unsafe { &*(addr as *const Snode) };
-            if Self::take_node_reader(sn, key) {
+            // SAFETY: a per-node counter of this lock (set in
+            // `lock_shared_slow`): static memory of the pool.
+            let line = unsafe { &*(addr as *const AtomicUsize) };
+            if Self::take_node_reader(line, key) {
                 return true;
             }
         }
         // Relaxed: a first guess for the CAS.
-        let mut s = self.cohort.state.load(Ordering::Relaxed);
+        let mut s = self.state.load(Ordering::Relaxed);
         while s & READER_MASK != 0 {
             // Release: as `unlock_shared_word`.
-            match self.cohort.state.compare_exchange_weak(
+            match self.state.compare_exchange_weak(
                 s,
-                s - READER_ONE,
+                s.wrapping_sub(READER_ONE),
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
@@ -107,24 +106,17 @@ impl RawRwLock {
                 Err(x) => s = x,
             }
         }
-        self.cohort
-            .snodes
-            .iter()
-            .any(|sn| Self::take_node_reader(sn, key))
+        self.counter_set()
+            .is_some_and(|set| set.lines.iter().any(|l| Self::take_node_reader(l, key)))
     }
 
-    /// Takes one reader off `sn`'s counter if it counts one.
-    pub(super) fn take_node_reader(sn: &Snode, key: usize) -> bool {
+    /// Takes one reader off the per-node counter `line` if it counts one.
+    pub(super) fn take_node_reader(line: &AtomicUsize, key: usize) -> bool {
         // Relaxed: a first guess for the CAS.
-        let mut c = sn.readers.count.load(Ordering::Relaxed);
+        let mut c = line.load(Ordering::Relaxed);
         while c & !DRAIN_BIT != 0 {
             // Release: as `unlock_shared_inner`.
-            match sn.readers.count.compare_exchange_weak(
-                c,
-                c - 1,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
+            match line.compare_exchange_weak(c, c - 1, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => {
                     if c & DRAIN_BIT != 0 {
                         Self::wake_drainer(key);
@@ -147,7 +139,7 @@ impl RawRwLock {
     #[inline]
     pub(crate) fn try_shared_fast(&self) -> Option<bool> {
         // Relaxed: a first guess for the CAS, which acquires.
-        let s = self.cohort.state.load(Ordering::Relaxed);
+        let s = self.state.load(Ordering::Relaxed);
         if s & WRITER_BIT != 0 {
             return Some(false);
         }
@@ -155,9 +147,13 @@ impl RawRwLock {
             return None;
         }
         // Acquire: pairs with the Release of the last writer's unlock.
-        self.cohort
-            .state
-            .compare_exchange(s, s + READER_ONE, Ordering::Acquire, Ordering::Relaxed)
+        self.state
+            .compare_exchange(
+                s,
+                s.wrapping_add(READER_ONE),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
             .ok()
             .map(|_| true)
     }
@@ -200,7 +196,7 @@ impl RawRwLock {
     #[inline]
     pub fn try_lock_shared_recursive(&self) -> Option<SharedGuardState> {
         // Relaxed: a first guess for the CAS, which acquires.
-        let mut s = self.cohort.state.load(Ordering::Relaxed);
+        let mut s = self.state.load(Ordering::Relaxed);
         loop {
             let readers = s & READER_MASK;
             if readers == 0 || readers == READER_MASK {
@@ -210,9 +206,9 @@ impl RawRwLock {
             // the count non-zero, or a later one), which continues the release
             // sequence of the last writer's release of the word; acquiring it
             // orders that writer's critical section before our read section.
-            match self.cohort.state.compare_exchange_weak(
+            match self.state.compare_exchange_weak(
                 s,
-                s + READER_ONE,
+                s.wrapping_add(READER_ONE),
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
@@ -222,7 +218,7 @@ impl RawRwLock {
         }
     }
 
-    /// Registers on `snode`'s counter if no writer is in; on failure leaves
+    /// Registers on the per-node counter `line` if no writer is in; on failure leaves
     /// again (waking a draining writer if we were the last reader).
     ///
     /// Once readers count outside the state word, a state of 0 no longer
@@ -232,23 +228,20 @@ impl RawRwLock {
     /// counter clears the bit again ([`RawRwLock::readers_drained`]); a reader
     /// therefore enters only after seeing the bit set with `WRITER_BIT` clear,
     /// setting it itself if need be.
-    pub(crate) fn try_shared_node(&self, snode: &Snode) -> bool {
+    pub(crate) fn try_shared_node(&self, line: &AtomicUsize) -> bool {
         // Relaxed: the count is published by the SeqCst fence below.
-        snode.readers.count.fetch_add(1, Ordering::Relaxed);
+        line.fetch_add(1, Ordering::Relaxed);
         // Dekker with `become_writer`: counter store, fence, state load here;
         // `WRITER_BIT` store, fence, counter loads there. Either the writer
         // counts us (and neither enters nor clears `NODE_READERS_BIT` before
         // we leave) or we see its `WRITER_BIT`.
         fence(Ordering::SeqCst);
         // Acquire: pairs with the Release of the last writer's unlock.
-        let mut s = self.cohort.state.load(Ordering::Acquire);
+        let mut s = self.state.load(Ordering::Acquire);
         if s & (WRITER_BIT | NODE_READERS_BIT) == 0 {
             // SeqCst RMW: ordered with a fast-path writer's CAS from 0 on the
             // same word: if it came first we see `WRITER_BIT` in `s`.
-            s = self
-                .cohort
-                .state
-                .fetch_or(NODE_READERS_BIT, Ordering::SeqCst);
+            s = self.state.fetch_or(NODE_READERS_BIT, Ordering::SeqCst);
         }
         if s & WRITER_BIT == 0 {
             return true;
@@ -265,7 +258,7 @@ impl RawRwLock {
         // section's increment and its decrement still counts the section, so
         // the writer waits, and one before the increment is ruled out by the
         // fence handshake through which the section entered.
-        snode.readers.count.fetch_sub(1, Ordering::Relaxed);
+        line.fetch_sub(1, Ordering::Relaxed);
         self.after_reader_left();
         false
     }
@@ -277,8 +270,7 @@ impl RawRwLock {
     #[cold]
     pub(super) fn after_reader_left(&self) {
         fence(Ordering::SeqCst);
-        if self.cohort.state.load(Ordering::Relaxed) & WRITER_BIT != 0 && self.readers_total() == 0
-        {
+        if self.state.load(Ordering::Relaxed) & WRITER_BIT != 0 && self.readers_total() == 0 {
             // SAFETY:
             // - the key is this lock's address + 1, which this crate controls;
             // - the callback neither unwinds nor calls into the parking lot.
@@ -287,23 +279,34 @@ impl RawRwLock {
     }
 
     /// Slow shared acquisition: the fast counter again (a spurious CAS
-    /// failure or a writer brought us here), the node's snode counter on
-    /// contention (allocating the snode on first use), spin, then park while
-    /// a writer is in.
+    /// failure or a writer brought us here), the node's counter on
+    /// contention (binding the lock's counters on first use), spin, then park
+    /// while a writer is in.
     #[cold]
     pub(crate) fn lock_shared_slow(&self, deadline: Option<Instant>) -> Option<SharedGuardState> {
-        let mut snode: Option<&Snode> = None;
+        let mut line: Option<&AtomicUsize> = None;
         let mut round = 0u32;
         loop {
             match self.try_shared_fast() {
                 Some(true) => return Some(SharedGuardState { counter: FAST }),
                 Some(false) => {}
                 None => {
-                    let sn = *snode.get_or_insert_with(|| {
-                        self.cohort.snodes.get_or_insert(sync::current_node())
-                    });
-                    if self.try_shared_node(sn) {
-                        return Some(SharedGuardState::for_snode(sn));
+                    if line.is_none() {
+                        line = self
+                            .counter_set_or_bind()
+                            .map(|set| set.line(sync::current_node()));
+                    }
+                    // Without counters (the pool is exhausted) the state
+                    // word's CAS is retried, as parking_lot's readers do.
+                    match line {
+                        Some(l) if self.try_shared_node(l) => {
+                            return Some(SharedGuardState::for_line(l));
+                        }
+                        Some(_) => {}
+                        None => {
+                            sync::spin_loop();
+                            continue;
+                        }
                     }
                 }
             }
@@ -315,7 +318,7 @@ impl RawRwLock {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return None;
             }
-            let state = &self.cohort.state;
+            let state = &self.state;
             let validate = || {
                 let mut s = state.load(Ordering::Relaxed);
                 loop {
@@ -378,7 +381,7 @@ impl RawRwLock {
         // RMW of the word) starts after our read section, whose reads then
         // cannot see its writes.
         let key = self.writer_key();
-        let old = self.cohort.state.fetch_sub(READER_ONE, Ordering::Release);
+        let old = self.state.fetch_sub(READER_ONE, Ordering::Release);
         // Nothing of the lock after the decrement (the lock may be gone once
         // the writer saw it): a writer draining readers is woken by key, and
         // re-checks the counters itself.
@@ -394,15 +397,13 @@ impl RawRwLock {
         if g.counter == FAST {
             self.unlock_shared_word();
         } else {
-            // SAFETY: `counter` is the address of an snode of this lock (set in
-            // `lock_shared_slow`); an rwlock's snodes stay attached until it is
-            // dropped (only a mutex detaches them), which cannot happen while
-            // this shared acquisition exists.
-            let snode = unsafe { &*(g.counter as *const Snode) };
+            // SAFETY: `counter` is the address of a per-node counter of this
+            // lock (set in `lock_shared_slow`): static memory of the pool.
+            let line = unsafe { &*(g.counter as *const AtomicUsize) };
             let key = self.writer_key();
             // As in `unlock_shared_word`: the decrement tells whether a writer
             // sleeps on this counter; nothing of the lock is read after it.
-            let old = snode.readers.count.fetch_sub(1, Ordering::Release);
+            let old = line.fetch_sub(1, Ordering::Release);
             if old & DRAIN_BIT != 0 {
                 Self::wake_drainer(key);
             }
