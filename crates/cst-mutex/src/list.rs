@@ -92,7 +92,7 @@ impl SnodeList {
         self.lookup(node, true)
     }
 
-    /// The lookup behind [`SnodeList::pin`] and [`SnodeList::get_or_insert`].
+    /// The lookup behind [`SnodeList::pin`].
     ///
     /// A fresh snode is taken from the pool, initialised with this lock as
     /// owner and published with a CAS of the head. Two threads of one node may
