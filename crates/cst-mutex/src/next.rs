@@ -36,8 +36,10 @@
 //! the `NUMA_SPIN_*` environment variables), with the wake-ahead on.
 
 mod raw_condvar;
+mod raw_fair_mutex;
 
 pub use raw_condvar::{Condvar, RawCondvar};
+pub use raw_fair_mutex::{FairMutex, FairMutexGuard, RawFairMutex};
 
 use crate::sync::{self, ParkResult, ParkToken, UnparkResult, UnparkToken};
 #[cfg(not(numa_loom))]

@@ -128,15 +128,16 @@ pub const fn fits<L>(n: usize, align: usize) -> bool {
     size_of::<L>() <= n && align_of::<L>() <= align
 }
 
-/// Whether numa-spin's locks fit in the 16 bytes before `__kind`: 8 bytes
-/// each, unless numa-spin's `stats` feature is on (Cargo turns it on for every
+/// Whether numa-spin's locks, and cst's mutex on numa-spin's queue, fit in
+/// the 16 bytes before `__kind`: 8 bytes each, unless numa-spin's `stats` feature is on (Cargo turns it on for every
 /// workspace member in an `--all-features` build), which adds about 90 bytes of
 /// per-lock counters: those cannot live in a 40-byte `pthread_mutex_t`, so
-/// such a build refuses `NUMA_LOCK=cna|queued|hq` at startup (see
+/// such a build refuses `NUMA_LOCK=cna|queued|hq|cst` (and the default) at startup (see
 /// [`crate::mode`]). `cargo build --release -p numa-preload` never has it.
 pub const NUMA_SPIN_FITS: bool = fits::<numa_spin::RawMutex>(16, 8)
     && fits::<numa_spin::RawQueuedMutex>(16, 8)
-    && fits::<numa_spin::RawHqMutex>(16, 8);
+    && fits::<numa_spin::RawHqMutex>(16, 8)
+    && fits::<cst_mutex::next::RawMutex>(16, 8);
 
 /// Whether cst's rwlock fits in the 16 bytes before `__readers`: it holds
 /// numa-spin's queue lock for its writers, so it does exactly when
@@ -166,8 +167,8 @@ const _: () = {
     assert!(align_of::<CondRepr>() <= align_of::<libc::pthread_cond_t>());
     assert!(offset_of!(CondRepr, flags) == 36);
 
-    // cst's locks fit in the 16 bytes before `__kind` (and before `__pad3`).
-    assert!(fits::<cst_mutex::RawMutex>(16, 8));
+    // cst's locks hold numa-spin's queue lock: they fit in the 16 bytes
+    // before `__kind` (and before `__pad3`) wherever numa-spin's do.
     assert!(CST_RWLOCK_FITS || !NUMA_SPIN_FITS);
 };
 
@@ -190,9 +191,6 @@ mod tests {
             if NUMA_SPIN_FITS {
                 zeroed_numa_spin_lock_is_free(p);
             }
-            let l = &*p.cast::<cst_mutex::RawMutex>();
-            let g = l.try_lock().expect("zeroed cst is free");
-            l.unlock(g);
         }
         // SAFETY: a `pthread_mutex_t` is 40 plain bytes.
         let bytes: [u8; 40] = unsafe { core::mem::transmute(m) };
@@ -229,6 +227,9 @@ mod tests {
             l.unlock(g);
             let l = &*p.cast::<numa_spin::RawHqMutex>();
             let g = l.try_lock().expect("zeroed hq is free");
+            l.unlock(g);
+            let l = &*p.cast::<cst_mutex::next::RawMutex>();
+            let g = l.try_lock().expect("zeroed cst is free");
             l.unlock(g);
         }
     }

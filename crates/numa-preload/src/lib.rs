@@ -18,14 +18,16 @@
 //!
 //! | value | mutexes | rwlocks | condvars |
 //! | --- | --- | --- | --- |
-//! | `cst` (default, when unset or empty) | `cst_mutex::RawMutex` | `cst_mutex::RawRwLock` | futex sequence condvar ([`cond`]) |
+//! | `cst` (default, when unset or empty) | `cst_mutex::next::RawMutex` (numa-spin's CNA queue, blocking: parked waiters woken ahead of their turn) | `cst_mutex::RawRwLock` | futex sequence condvar ([`cond`]) |
 //! | `cna` | `numa_spin::RawMutex` (CNA) | `cst_mutex::RawRwLock` | futex sequence condvar |
 //! | `queued` | `numa_spin::RawQueuedMutex` (MCS-style queue, no NUMA reordering) | `cst_mutex::RawRwLock` | futex sequence condvar |
 //! | `hq` | `numa_spin::RawHqMutex` | `cst_mutex::RawRwLock` | futex sequence condvar |
 //! | `pthread` | glibc | glibc | glibc |
 //!
 //! `cst` is the default because it parks: on a machine with more runnable
-//! threads than CPUs a spinning queue lock hands the lock to preempted waiters.
+//! threads than CPUs a spinning queue lock hands the lock to preempted waiters,
+//! while `cst`'s queued waiters park after their spin budget and the waiter
+//! ahead of each wakes it before its turn.
 //! Any other value stops the program before `main` with one line on stderr naming
 //! `NUMA_LOCK` and the accepted values, and exit status 2: a run that asked for a
 //! lock never measures glibc by mistake. The choice is made once per process, at

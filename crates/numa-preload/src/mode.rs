@@ -10,7 +10,8 @@
 //!
 //! This crate allocates nothing on a lock path. The locks it hosts:
 //!
-//! - `cna`, `queued`, `hq` (numa-spin): a thread's first *contended* acquisition
+//! - `cna`, `queued`, `hq` (numa-spin), and `cst` (cst-mutex's blocking mutex
+//!   on numa-spin's CNA queue): a thread's first *contended* acquisition
 //!   takes a queue-node slot from numa-spin's registry (segments from
 //!   `std::alloc::System`, i.e. glibc `malloc`, only when the registry grows) and
 //!   keeps it in a `std` thread-local whose destructor returns the slot at thread
@@ -22,15 +23,15 @@
 //!   node is enqueued, which numa-spin tolerates (see its `node` module docs).
 //!   The slots are recycled, so the number of threads over the process's life is
 //!   not limited.
-//! - `cst`: a waiter that parks goes through `parking_lot_core`, whose hash table
-//!   is allocated (through the global allocator, here glibc `malloc`) on the first
-//!   park in the process and grown as threads park; a contended lock takes a
-//!   384-byte snode per waiting NUMA node from cst's pool (allocated with
-//!   `malloc` when the pool is empty) and gives it back to the pool when the
-//!   lock's contention ends, so an idle mutex holds none (an rwlock keeps its
-//!   snodes until `pthread_rwlock_destroy`). The pool never shrinks. Under an
-//!   allocator that itself takes pthread mutexes, its first park would recurse
-//!   into `cst`: use a numa-spin lock there.
+//! - `cst`, and every rwlock (cst-mutex's): a waiter that sleeps outside the
+//!   queue (a timed `pthread_mutex_timedlock`, a writer or reader of an
+//!   rwlock) goes through `parking_lot_core`, whose hash table is allocated
+//!   (through the global allocator, here glibc `malloc`) on the first park in
+//!   the process and grown as threads park. A contended rwlock binds a set of
+//!   per-node reader counters from a static pool (no heap memory), given back
+//!   at `pthread_rwlock_destroy`. Under an allocator that itself takes pthread
+//!   mutexes, its first park would recurse into `cst`: use a numa-spin lock
+//!   there.
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -46,7 +47,8 @@ pub enum Mode {
     Queued = 3,
     /// `numa_spin::RawHqMutex`: the HQ lock.
     Hq = 4,
-    /// `cst_mutex::RawMutex` and `cst_mutex::RawRwLock`.
+    /// `cst_mutex::next::RawMutex` (cst-mutex's blocking mutex on numa-spin's
+    /// CNA queue) and `cst_mutex::RawRwLock`.
     Cst = 5,
 }
 
@@ -129,7 +131,9 @@ fn decide() -> Mode {
         Some(m) => m,
         None => die_bad_value(value.unwrap_or(b"")),
     };
-    if matches!(mode, Mode::Cna | Mode::Queued | Mode::Hq) && !crate::layout::NUMA_SPIN_FITS {
+    if matches!(mode, Mode::Cna | Mode::Queued | Mode::Hq | Mode::Cst)
+        && !crate::layout::NUMA_SPIN_FITS
+    {
         die_unfit(mode);
     }
     // Relaxed: the value carries no other data; racing deciders compute the same
@@ -153,8 +157,9 @@ fn die_bad_value(value: &[u8]) -> ! {
     unsafe { libc::_exit(2) }
 }
 
-/// This build's numa-spin locks carry per-lock counters (its `stats` feature)
-/// and do not fit in a `pthread_mutex_t`: stop rather than run something else.
+/// This build's numa-spin locks, and cst's on numa-spin's queue, carry
+/// per-lock counters (numa-spin's `stats` feature) and do not fit in a
+/// `pthread_mutex_t`: stop rather than run something else.
 #[cold]
 fn die_unfit(mode: Mode) -> ! {
     let mut buf = crate::buf::Buf::new();

@@ -38,11 +38,6 @@ pub trait InPlace: Sync {
     unsafe fn release(&self);
     /// Whether the lock is held (a snapshot).
     fn held(&self) -> bool;
-    /// Gives back what the lock allocated at this address (cst's snodes),
-    /// leaving a free lock; nobody uses it. Not `drop_in_place`: a C program
-    /// may have copied the mutex byte by byte, and a copy must not free what
-    /// the original still uses.
-    fn release_memory(&mut self) {}
 }
 
 macro_rules! in_place_numa_spin {
@@ -76,33 +71,7 @@ macro_rules! in_place_numa_spin {
 in_place_numa_spin!(numa_spin::RawMutex);
 in_place_numa_spin!(numa_spin::RawQueuedMutex);
 in_place_numa_spin!(numa_spin::RawHqMutex);
-
-impl InPlace for cst_mutex::RawMutex {
-    #[inline]
-    fn acquire(&self) {
-        let _ = lock_api::RawMutex::lock(self);
-    }
-    #[inline]
-    fn try_acquire(&self) -> bool {
-        lock_api::RawMutex::try_lock(self).is_some()
-    }
-    fn acquire_until(&self, deadline: Instant) -> bool {
-        lock_api::RawMutexTimed::try_lock_until(self, deadline).is_some()
-    }
-    #[inline]
-    unsafe fn release(&self) {
-        // SAFETY: the lock is held (caller's contract); `MutexGuardState::new()`
-        // releases any acquisition (its node is only a NUMA hint, looked up again).
-        unsafe { lock_api::RawMutex::unlock(self, cst_mutex::MutexGuardState::new()) }
-    }
-    #[inline]
-    fn held(&self) -> bool {
-        lock_api::RawMutex::is_locked(self)
-    }
-    fn release_memory(&mut self) {
-        self.release_snodes();
-    }
-}
+in_place_numa_spin!(cst_mutex::next::RawMutex);
 
 /// Our view of `m`.
 ///
@@ -467,8 +436,9 @@ pub unsafe fn init(m: *mut pthread_mutex_t, attr: *const pthread_mutexattr_t) ->
     0
 }
 
-/// `pthread_mutex_destroy` on lock `L`: `EBUSY` if locked; frees what the lock
-/// allocated (cst's snodes) and marks the mutex destroyed as glibc does.
+/// `pthread_mutex_destroy` on lock `L`: `EBUSY` if locked; else resets the
+/// bytes (no lock allocates anything) and marks the mutex destroyed as glibc
+/// does.
 ///
 /// # Safety
 ///
@@ -485,10 +455,9 @@ pub unsafe fn destroy<L: InPlace>(m: *mut pthread_mutex_t) -> c_int {
     if unsafe { lock_of::<L>(m) }.held() {
         return libc::EBUSY;
     }
-    // SAFETY: nobody uses the lock (caller's contract), so we may have `&mut`
-    // to it; the bytes are then reset to a valid (zero) lock.
+    // SAFETY: nobody uses the lock (caller's contract), so we may write its
+    // bytes: zero is a valid (free) lock.
     unsafe {
-        (*m.cast::<L>()).release_memory();
         core::ptr::write_bytes(m.cast::<u8>(), 0, core::mem::size_of::<pthread_mutex_t>());
     }
     r.kind.store(layout::KIND_DESTROYED, Ordering::Relaxed);
@@ -514,7 +483,7 @@ macro_rules! with_mutex {
                 $body
             }
             $crate::mode::Mode::Cst => {
-                type $L = cst_mutex::RawMutex;
+                type $L = cst_mutex::next::RawMutex;
                 $body
             }
         }

@@ -285,6 +285,55 @@ fn three_thread_counter_on_the_real_algorithm() {
     });
 }
 
+// ---- replay -------------------------------------------------------------------
+
+/// Runs `f` below `depth` extra stack frames of 256 bytes each, so that `f`
+/// runs at a stack address that depends on `depth`.
+#[inline(never)]
+fn at_depth(depth: usize, f: &dyn Fn()) {
+    let pad = std::hint::black_box([0u8; 256]);
+    if depth == 0 {
+        f();
+    } else {
+        at_depth(depth - 1, f);
+    }
+    std::hint::black_box(pad);
+}
+
+/// CNA's draw of whether a queue head scans (`shuffle_reduction` above 1, as
+/// in the default config) comes out the same in every replay of an
+/// execution's prefix: loom aborts a model whose code chooses differently in
+/// a replay ("Is the model fully deterministic?"). The waiter queues from a
+/// stack depth that changes with every execution, so a draw seeded from a
+/// stack address would differ between replays.
+#[test]
+fn cna_scan_draws_replay_the_same() {
+    let cfg: &'static Config = Box::leak(Box::new(
+        Config::DEFAULT
+            .shuffle_reduction(NonZeroU32::new(2).unwrap())
+            .spin_budget_ns(0),
+    ));
+    let runs = Arc::new(AtomicUsize::new(0));
+    model(move || {
+        let depth = runs.fetch_add(1, StdOrdering::Relaxed) % 32;
+        loom_hooks::reset_loom_enqueues();
+        let shared = Shared::<Cna>::new(cfg);
+        shared.lock.acquire();
+        let waiter = {
+            let shared = shared.clone();
+            thread::spawn(move || at_depth(depth, &|| shared.critical(1, false)))
+        };
+        wait_for_enqueues(1);
+        for _ in 0..3 {
+            thread::yield_now();
+        }
+        // SAFETY: acquired above by this thread.
+        unsafe { shared.lock.release() };
+        waiter.join().unwrap();
+        assert_eq!(shared.log(), [1]);
+    });
+}
+
 // ---- every waiter eventually acquires ---------------------------------------
 
 /// Two queued waiters on two nodes behind a holder, flush threshold 0.

@@ -5,8 +5,12 @@
 #[cfg(not(any(plc_backend = "cst", plc_backend = "cna", plc_backend = "hq")))]
 compile_error!("parking_lot (NUMA drop-in): build.rs selected no backend");
 
+/// `cst`: cst-mutex's blocking mutex on numa-spin's CNA queue (parked
+/// waiters woken ahead of their turn; timed waiters asleep outside the queue).
 #[cfg(plc_backend = "cst")]
-pub use cst_mutex::{RawFairMutex, RawMutex, RawThreadId};
+pub use cst_mutex::RawThreadId;
+#[cfg(plc_backend = "cst")]
+pub use cst_mutex::next::{RawFairMutex, RawMutex};
 
 #[cfg(plc_backend = "cna")]
 pub use numa_spin::{RawFairMutex, RawMutex, RawThreadId};
@@ -32,12 +36,12 @@ pub const NAME: &str = "hq";
 /// The condition variable of the `cst` backend: cst-mutex's own, which moves
 /// the waiters of a `notify_all` onto the mutex instead of waking them all.
 #[cfg(plc_backend = "cst")]
-pub(crate) struct RawCondvar(cst_mutex::RawCondvar);
+pub(crate) struct RawCondvar(cst_mutex::next::RawCondvar);
 
 #[cfg(plc_backend = "cst")]
 impl RawCondvar {
     pub(crate) const fn new() -> Self {
-        RawCondvar(cst_mutex::RawCondvar::new())
+        RawCondvar(cst_mutex::next::RawCondvar::new())
     }
 
     #[inline]
@@ -68,9 +72,9 @@ impl RawCondvar {
         deadline: Option<std::time::Instant>,
     ) -> bool {
         use cst_mutex::lock_api::{RawCondvar as _, RawCondvarTimed as _};
-        // lock_api 0.4 guards keep no state: any state releases the mutex (its
-        // node is a hint), and the state the wait leaves is dropped likewise.
-        let mut state = cst_mutex::MutexGuardState::new();
+        // The mutex's guard is a zero-sized marker: a new one stands for the
+        // caller's acquisition.
+        let mut state = cst_mutex::lock_api::GuardSend::new();
         match deadline {
             // SAFETY: the caller holds `mutex`; `state` stands for its acquisition.
             None => unsafe {

@@ -27,7 +27,7 @@
 //!
 //! | backend | `Mutex`, `FairMutex`, `ReentrantMutex` | `RwLock` | `Condvar` |
 //! | --- | --- | --- | --- |
-//! | `cst` (default) | cst-mutex: blocking CST lock (spin, then park) | cst-mutex | cst-mutex's, requeues onto the mutex |
+//! | `cst` (default) | cst-mutex: blocking lock on numa-spin's CNA queue (spin, then park; woken ahead of the turn) | cst-mutex | cst-mutex's, requeues onto the mutex |
 //! | `cna` | numa-spin: CNA queue spinlock | cst-mutex | parking_lot_core-based, wakes all on `notify_all` |
 //! | `hq` | numa-spin: HQ hierarchical queue spinlock (`FairMutex`: the fair CNA lock) | cst-mutex | as `cna` |
 //!
@@ -44,8 +44,8 @@
 //!
 //! The API is the same; these observable details are not:
 //!
-//! - Sizes: `Mutex<()>` is 16 bytes with `cst` (1 in parking_lot), `RwLock<()>`
-//!   16 (8), `Condvar` 16 with `cst` (8).
+//! - Sizes: `Mutex<()>` is 8 bytes with `cst` and `cna` (1 in parking_lot),
+//!   `RwLock<()>` 16 (8), `Condvar` 16 with `cst` (8).
 //! - `MutexGuard` (and the fair and reentrant guards) are `Send` with every
 //!   backend. RwLock guards are never `Send`, even with `send_guard`: a read
 //!   lock is released by the thread that took it (see [`RwLock`]).

@@ -4,18 +4,20 @@ use crate::backend::RawMutex;
 
 /// A mutual exclusion primitive useful for protecting shared data: lock_api
 /// 0.4's `Mutex` on the selected backend's [`RawMutex`] (cst-mutex's blocking
-/// CST lock by default, numa-spin's CNA queue spinlock with the `cna` backend).
+/// lock on numa-spin's CNA queue by default, numa-spin's CNA queue spinlock
+/// with the `cna` backend).
 ///
 /// # Fairness
 ///
-/// `cst`: barging, with FIFO wake-ups within a NUMA node, batches per node and
-/// eventual fairness (a waiter parked past 0.5 ms is handed the lock), as
-/// parking_lot 0.12's. `cna`: FIFO within a node, bounded batches per node.
-/// `unlock_fair` hands the lock over with both.
+/// Both backends queue as CNA does: FIFO within a node, bounded batches per
+/// node, and stealing by threads that find the lock free until the queue
+/// head has waited the steal bound (10 us by default; parking_lot's
+/// eventual fairness hands over after 0.5 ms). `cst` parks queued waiters
+/// after their spin budget. `unlock_fair` hands the lock over with both.
 ///
 /// # Differences from parking_lot
 ///
-/// 16 bytes (`cst`) or the CNA lock's size (`cna`) instead of 1, and guards
+/// The CNA lock's 8 bytes instead of 1, and guards
 /// are `Send` even without the `send_guard` feature.
 ///
 /// # Examples

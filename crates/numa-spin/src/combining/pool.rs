@@ -203,6 +203,10 @@ impl Pool {
 
     /// Claims a free set, scanning from `hint`; `None` if all are taken.
     pub(super) fn claim(&self, hint: usize) -> Option<u32> {
+        // Under loom the scan starts at set 0: the hint is an address, which
+        // differs between executions, and loom replays an execution's prefix
+        // only if the code makes the same choices each time.
+        let hint = if cfg!(numa_loom) { 0 } else { hint };
         let len = self.claimed.len();
         let found = (0..len).map(|i| (hint + i) % len).find_map(|i| {
             // Relaxed load: only skips taken sets cheaply. Acquire CAS on

@@ -580,11 +580,17 @@ pub(crate) fn one_in(one_in: u32) -> bool {
         .try_with(|slot| {
             let mut x = slot.rng.get();
             if x == 0 {
-                // Seed from the slot code and the stack address: distinct per thread.
+                // Seed from the slot code and the stack address: distinct per
+                // thread. Under loom from the code alone: stack addresses
+                // differ between executions, and loom replays an execution's
+                // prefix only if every draw comes out the same each time.
                 let local = 0u8;
-                x = (slot.codes[0].get() ^ (&raw const local as usize as u32))
-                    .wrapping_mul(0x9E37_79B9)
-                    | 1;
+                let stack = if cfg!(numa_loom) {
+                    0
+                } else {
+                    &raw const local as usize as u32
+                };
+                x = (slot.codes[0].get() ^ stack).wrapping_mul(0x9E37_79B9) | 1;
             }
             x ^= x << 13;
             x ^= x >> 17;
