@@ -55,9 +55,9 @@ for s in "${steps[@]}"; do
                 -f crates/numa-spin/src/node/handoff.rs -f crates/numa-spin/src/node/head_wait.rs
                 -f crates/numa-spin/src/node/steal.rs -f crates/numa-spin/src/backoff.rs)
                 loom_features=loom,lock-tests/loom ;;
-            cst-mutex) files=(-f crates/cst-mutex/src/cohort.rs -f crates/cst-mutex/src/raw_rwlock/mod.rs -f crates/cst-mutex/src/raw_rwlock/shared.rs
-                -f crates/cst-mutex/src/raw_rwlock/exclusive.rs
-                -f crates/cst-mutex/src/raw_condvar.rs -f crates/cst-mutex/src/snode.rs)
+            cst-mutex) files=(-f crates/cst-mutex/src/raw_mutex.rs -f crates/cst-mutex/src/raw_rwlock/mod.rs -f crates/cst-mutex/src/raw_rwlock/shared.rs
+                -f crates/cst-mutex/src/raw_rwlock/exclusive.rs -f crates/cst-mutex/src/raw_rwlock/counters.rs
+                -f crates/cst-mutex/src/raw_condvar.rs -f crates/cst-mutex/src/fair.rs)
                 loom_features=loom ;;
             esac
             dir="$out/mutants-$crate"

@@ -18,25 +18,19 @@
 //! | --- | --- | --- |
 //! | `retake` | waiting in `lock()`, running (the queue locks: its spinning queue head) | A, whose `lock()` right after its release returns before B enters |
 //! | `word` | spinning outside the queue: `try_lock` after `is_locked` reads false (a stealer; parking_lot's spinner does the same) | B, through the freed word |
-//! | `local` | the queue head on A's node, running | B: CNA, queued and HQ by the head's compare-and-swap on the freed word; cst by the unlock's grant |
-//! | `remote` | as `local`, on another virtual node | B: cst's head too by the freed word (an unlock grants another node's head only once its own node's batch is spent) |
+//! | `local` | the queue head on A's node, running | B: CNA, queued, HQ and cst (on CNA's queue) by the head's compare-and-swap on the freed word |
+//! | `remote` | as `local`, on another virtual node | B, as for `local` |
 //! | `wake` | asleep in `lock()` (`S` in `/proc`): parked, or a queue head's nap | B, after the OS woke it |
 //!
 //! B's state is checked through its thread state in
 //! `/proc/self/task/TID/stat` (`R` running, `S` asleep) on every 16th sample
 //! and every `wake` sample (a checked sample is not timed: the check takes
 //! microseconds), and through the lock's own diagnostics on every sample:
-//! numa-spin's `tail_word()` (B queued, or for `word` not queued), cst's
-//! `queued_waiters()`, `registered_heads()` and `parked_waiters()`. For
-//! cst's `local`, `remote` and `retake` the lone queue head registers for a
-//! grant as a crowded one does
-//! (`cst_mutex::test_hooks::set_lone_head_registers`): without a third
-//! thread queued behind it, which two CPUs cannot run, it would park.
+//! the queue's `tail_word()` (B queued, or for `word` not queued), for
+//! numa-spin's locks and cst's, which is CNA's queue lock underneath.
 //!
 //! A path a lock never takes reports `null`: parking_lot has no queue head
-//! (`local`, `remote` are not run), and a cst holder grants the lock to its
-//! registered head, so its own `lock()` never comes first (`retake` runs and
-//! finds no sample). A path taken in under 1% of a batch's attempts is
+//! (`local`, `remote` are not run). A path taken in under 1% of a batch's attempts is
 //! `null` too (`samples` 0, `attempts` and `misses` say what happened): a
 //! waiter that the OS descheduled now and then does not make it one.
 //!
@@ -117,7 +111,7 @@ pub const DEFAULT_SAMPLES: usize = 10_000;
 /// Samples per batch with `--quick`.
 pub const QUICK_SAMPLES: usize = 1_000;
 /// The default locks.
-pub const DEFAULT_LOCKS: [&str; 6] = ["cst", "cst-next", "cna", "hq", "queued", "parking_lot"];
+pub const DEFAULT_LOCKS: [&str; 5] = ["cst", "cna", "hq", "queued", "parking_lot"];
 
 /// One (lock, path, cs) batch: `--json` prints one a line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -257,39 +251,24 @@ impl LockApiVisitor for Batch {
 /// What the lock's own diagnostics say about its waiters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Waiters {
-    /// A waiter is queued (numa-spin: the tail word is set; cst: a thread
-    /// in an snode queue).
+    /// A waiter is queued (the queue's tail word is set).
     pub queued: bool,
-    /// A queue head is registered for a grant (cst only).
-    pub registered: bool,
-    /// A waiter is parked on the lock (cst only).
-    pub parked: bool,
 }
 
 /// The diagnostics of the locks that have them; `None` for the others.
 pub(crate) fn waiters(raw: &dyn Any) -> Option<Waiters> {
-    if let Some(l) = raw.downcast_ref::<cst_mutex::RawMutex>() {
-        return Some(Waiters {
-            queued: l.queued_waiters() > 0,
-            registered: l.registered_heads() > 0,
-            parked: l.parked_waiters() > 0,
-        });
-    }
     let tail = if let Some(l) = raw.downcast_ref::<numa_spin::RawMutex>() {
         l.tail_word()
     } else if let Some(l) = raw.downcast_ref::<numa_spin::RawQueuedMutex>() {
         l.tail_word()
     } else if let Some(l) = raw.downcast_ref::<numa_spin::RawHqMutex>() {
         l.tail_word()
-    } else if let Some(l) = raw.downcast_ref::<cst_mutex::next::RawMutex>() {
+    } else if let Some(l) = raw.downcast_ref::<cst_mutex::RawMutex>() {
         l.tail_word()
     } else {
         return None;
     };
-    Some(Waiters {
-        queued: tail != 0,
-        ..Waiters::default()
-    })
+    Some(Waiters { queued: tail != 0 })
 }
 
 /// Whether the lock has a queue head that takes over (`local`, `remote`):
@@ -647,10 +626,6 @@ mod imp {
         if matches!(path, Path::Local | Path::Remote) && !has_queue_head(raw) {
             return None;
         }
-        let is_cst = raw.is::<cst_mutex::RawMutex>();
-        cst_mutex::test_hooks::set_lone_head_registers(
-            is_cst && matches!(path, Path::Local | Path::Remote | Path::Retake),
-        );
         let per_ns = ticks_per_ns();
         let sh = Shared {
             order: CachePadded::new(AtomicU32::new(IDLE)),
@@ -706,7 +681,6 @@ mod imp {
                 stable = ok;
             }
         });
-        cst_mutex::test_hooks::set_lone_head_registers(false);
         let run = last?;
         let (mut ticks, mut rtts) = (run.ticks, run.rtts);
         if ticks.len() * 100 < run.attempts {
@@ -789,16 +763,11 @@ mod imp {
                         h.sh.spins.load(Ordering::Relaxed) >= 2 && w.is_none_or(|w| !w.queued)
                     }
                     Path::Local | Path::Remote | Path::Retake => match w {
-                        Some(w) if raw.is::<cst_mutex::RawMutex>() => w.registered,
                         Some(w) => w.queued,
                         // parking_lot: in lock(), spinning or parked.
                         None => true,
                     },
-                    Path::Wake => {
-                        let lock_says =
-                            w.is_none_or(|w| w.parked || !raw.is::<cst_mutex::RawMutex>());
-                        lock_says && proc.state() == Some(b'S')
-                    }
+                    Path::Wake => proc.state() == Some(b'S'),
                 };
                 if ready {
                     break;

@@ -191,71 +191,6 @@ struct WorkerOut {
     /// Longest interval between two of its consecutive lock calls, ns
     /// ([`CallGaps`]).
     wait_max_ns: u64,
-    /// The worker's cst-mutex cost counts (with `lock-stats`; zero without).
-    costs: CstCosts,
-}
-
-/// A worker thread's cst-mutex cost counts (`cst_mutex::thread_counts`:
-/// global-word writes, remote snode writes, same-node hand-offs and the
-/// word writes they made, hand-offs to parked or not-yet-running waiters),
-/// summed over the workers. Zero for the other locks, and without the
-/// `lock-stats` feature.
-#[derive(Clone, Copy, Default)]
-struct CstCosts([u64; 7]);
-
-impl CstCosts {
-    const NAMES: [&'static str; 7] = [
-        "cost_acquisitions",
-        "word_writes",
-        "remote_snode_writes",
-        "local_handoffs",
-        "local_handoff_word_writes",
-        "parked_handoffs",
-        "not_running_grants",
-    ];
-
-    /// Starts the calling worker's count.
-    fn reset() {
-        #[cfg(feature = "lock-stats")]
-        cst_mutex::reset_thread_counts();
-    }
-
-    /// The calling worker's count since [`CstCosts::reset`].
-    fn take() -> Self {
-        #[cfg(feature = "lock-stats")]
-        {
-            let c = cst_mutex::thread_counts();
-            CstCosts([
-                c.acquisitions,
-                c.word_writes,
-                c.remote_snode_writes,
-                c.local_handoffs,
-                c.local_handoff_word_writes,
-                c.parked_handoffs,
-                c.not_running_grants,
-            ])
-        }
-        #[cfg(not(feature = "lock-stats"))]
-        CstCosts::default()
-    }
-
-    fn add(&mut self, o: &CstCosts) {
-        for (a, b) in self.0.iter_mut().zip(o.0) {
-            *a += b;
-        }
-    }
-
-    /// Adds the counts to a lock's counters, if the lock counted anything.
-    fn into_stats(self, stats: Option<LockStats>) -> Option<LockStats> {
-        if self.0[0] == 0 {
-            return stats;
-        }
-        let mut s = stats.unwrap_or_default();
-        for (k, v) in Self::NAMES.iter().zip(self.0) {
-            s.insert((*k).to_owned(), v);
-        }
-        Some(s)
-    }
 }
 
 /// Runs one point.
@@ -458,10 +393,7 @@ where
                     .name(format!("bench-{i}"))
                     .spawn_scoped(s, move || {
                         barrier.wait();
-                        CstCosts::reset();
-                        let mut out = body(i, stop);
-                        out.costs = CstCosts::take();
-                        out
+                        body(i, stop)
                     })
                     .expect("spawning a benchmark thread")
             })
@@ -524,22 +456,20 @@ impl Watchdog {
     }
 }
 
-fn merge(outs: Vec<WorkerOut>) -> (Vec<u64>, Histogram<u64>, bool, u64, u64, CstCosts) {
+fn merge(outs: Vec<WorkerOut>) -> (Vec<u64>, Histogram<u64>, bool, u64, u64) {
     let mut hist = new_latency_histogram();
     let mut ops = Vec::with_capacity(outs.len());
     let mut bound = true;
     let mut idle = 0;
     let mut wait = 0;
-    let mut costs = CstCosts::default();
     for o in outs {
         ops.push(o.ops);
         bound &= o.bound;
         idle = idle.max(o.idle_max_ns);
         wait = wait.max(o.wait_max_ns);
-        costs.add(&o.costs);
         hist.add(&o.hist).expect("histograms share bounds");
     }
-    (ops, hist, bound, idle, wait, costs)
+    (ops, hist, bound, idle, wait)
 }
 
 struct MutexRun<'a, W> {
@@ -632,12 +562,11 @@ impl<W: MutexWorkload> MutexVisitor for MutexRun<'_, W> {
                 bound,
                 idle_max_ns,
                 wait_max_ns: gaps.max_ns(),
-                costs: CstCosts::default(),
             }
         });
         let tracker = lock.with(|g| g.tracker.clone());
-        let (ops, hist, bound, idle_max_ns, wait_max_ns, costs) = merge(outs);
-        let stats = costs.into_stats(lock.stats());
+        let (ops, hist, bound, idle_max_ns, wait_max_ns) = merge(outs);
+        let stats = lock.stats();
         Raw {
             ops,
             hist,
@@ -710,12 +639,11 @@ impl<W: RwWorkload> RwLockVisitor for RwRun<'_, W> {
                 bound,
                 idle_max_ns: 0,
                 wait_max_ns: gaps.max_ns(),
-                costs: CstCosts::default(),
             }
         });
         let tracker = lock.read(|g| g.tracker.clone());
-        let (ops, hist, bound, _, wait_max_ns, costs) = merge(outs);
-        let stats = costs.into_stats(lock.stats());
+        let (ops, hist, bound, _, wait_max_ns) = merge(outs);
+        let stats = lock.stats();
         Raw {
             ops,
             hist,

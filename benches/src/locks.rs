@@ -341,7 +341,6 @@ mod tests {
                 "hq",
                 "combining",
                 "cst",
-                "cst-next",
                 "parking_lot",
                 "std",
                 "spin",

@@ -57,7 +57,7 @@ impl Machine {
 /// The lock crates' and numa-topology's environment variables that are set
 /// but were ignored: one line each, naming the variable, the value, why it
 /// was ignored and what is used instead, from the crates' own typed errors
-/// (`numa_spin::Config::from_env_lossy`, `cst_mutex::cpus_env_error`,
+/// (`numa_spin::Config::from_env_lossy`,
 /// `numa_topology::VirtualLayout::from_env`). Empty when every set value
 /// was taken.
 pub fn ignored_settings() -> Vec<String> {
@@ -67,11 +67,6 @@ pub fn ignored_settings() -> Vec<String> {
             "ignored: {e}; using the default, {}",
             e.default_value()
         ));
-    }
-    // Reading the count makes the crate read `CST_MUTEX_CPUS`.
-    let cpus = cst_mutex::cpus();
-    if let Some(e) = cst_mutex::cpus_env_error() {
-        out.push(format!("ignored: {e} ({cpus})"));
     }
     if let Err(e) = numa_topology::VirtualLayout::from_env() {
         out.push(format!(

@@ -94,7 +94,7 @@ struct HandoffArgs {
 
 #[derive(Args, Debug)]
 struct RequeueArgs {
-    /// Locks with a condition variable, comma-separated (default cst,cst-next,parking_lot).
+    /// Locks with a condition variable, comma-separated (default cst,parking_lot).
     #[arg(long, value_delimiter = ',')]
     locks: Option<Vec<LockName>>,
     /// Threads that take the mutex in a loop.

@@ -4,11 +4,11 @@
 //! `stats`), `cna`, `queued` and `hq` report their counters: acquisitions, contended acquisitions, same- and cross-node
 //! handoffs, secondary-queue flushes; `combining` those of its inner CNA lock,
 //! whose acquisitions are a combiner's batches, `lock()` guards and uncontended
-//! `combine` calls, not the closures a combiner ran for others. `cst` and `cst-rw` report the number of
-//! snodes the lock allocated (nodes that contended on it), and with `lock-stats`
-//! their contended-path counters (`cst_mutex::Stats`: acquisitions that queued in
-//! an snode queue, grants to a running queue head, parks, wake-ups, hand-offs to a
-//! parked waiter). `numa-bench run` prints them per 1k acquisitions too.
+//! `combine` calls, not the closures a combiner ran for others. `cst`, on
+//! numa-spin's CNA queue, reports that queue lock's counters; `cst-rw` reports
+//! whether its readers bound a set of per-node counters (`snodes`: 0 or 1),
+//! and with `lock-stats` its writers' queue lock's counters. `numa-bench run`
+//! prints them per 1k acquisitions too.
 
 use std::any::Any;
 
@@ -43,8 +43,9 @@ fn spin_stats(s: numa_spin::Stats) -> LockStats {
 }
 
 /// The counters of a raw lock (`lock_api`'s raw lock inside a benchmark lock), for
-/// the locks that keep any: numa-spin's with `lock-stats` (without it the lock is
-/// measured as users get it: no counters), cst-mutex's snode counts.
+/// the locks that keep any: numa-spin's and cst's with `lock-stats` (without it
+/// the lock is measured as users get it: no counters), cst's rwlock's reader
+/// counter binding.
 pub fn raw_stats(raw: &dyn Any) -> Option<LockStats> {
     #[cfg(feature = "lock-stats")]
     {
@@ -61,54 +62,18 @@ pub fn raw_stats(raw: &dyn Any) -> Option<LockStats> {
             return Some(spin_stats(l.raw_lock().stats()));
         }
     }
-    let (snodes, mut out) = if let Some(l) = raw.downcast_ref::<cst_mutex::RawMutex>() {
-        (l.snode_count(), cst_stats(l))
-    } else if let Some(l) = raw.downcast_ref::<cst_mutex::RawRwLock>() {
-        // Its writers' counters are numa-spin's (the queue lock underneath).
-        #[cfg(feature = "lock-stats")]
-        let out = spin_stats(l.stats());
-        #[cfg(not(feature = "lock-stats"))]
-        let out = LockStats::new();
-        (l.snode_count(), out)
-    } else {
-        return None;
-    };
-    out.insert("snodes".to_owned(), snodes as u64);
-    Some(out)
-}
-
-/// cst-mutex's contended-path counters (with `lock-stats`; none without).
-#[cfg(feature = "lock-stats")]
-fn cst_stats(l: &dyn CstCounters) -> LockStats {
-    let s = l.counters();
-    [
-        ("queued", s.queued),
-        ("grants", s.grants),
-        ("parks", s.parks),
-        ("wakeups", s.wakeups),
-        ("parked_handoffs", s.parked_handoffs),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect()
-}
-
-#[cfg(not(feature = "lock-stats"))]
-fn cst_stats(_: &dyn CstCounters) -> LockStats {
-    LockStats::new()
-}
-
-/// The cst-mutex raw locks that keep counters.
-trait CstCounters {
     #[cfg(feature = "lock-stats")]
-    fn counters(&self) -> cst_mutex::Stats;
-}
-
-impl CstCounters for cst_mutex::RawMutex {
-    #[cfg(feature = "lock-stats")]
-    fn counters(&self) -> cst_mutex::Stats {
-        self.stats()
+    if let Some(l) = raw.downcast_ref::<cst_mutex::RawMutex>() {
+        return Some(spin_stats(l.stats()));
     }
+    let l = raw.downcast_ref::<cst_mutex::RawRwLock>()?;
+    // Its writers' counters are numa-spin's (the queue lock underneath).
+    #[cfg(feature = "lock-stats")]
+    let mut out = spin_stats(l.stats());
+    #[cfg(not(feature = "lock-stats"))]
+    let mut out = LockStats::new();
+    out.insert("snodes".to_owned(), l.snode_count() as u64);
+    Some(out)
 }
 
 /// `cna`: `numa_spin::RawMutex`, the CNA queue spinlock.
@@ -126,8 +91,8 @@ pub type Hq = LockApi<numa_spin::RawHqMutex>;
 /// its `with_send` runs the critical section through `combine`.
 pub type Combining = numa_lock_registry::Combining<numa_spin::RawCombiningMutex>;
 
-/// `cst`: `cst_mutex::RawMutex`, the CST cohort blocking mutex.
+/// `cst`: `cst_mutex::RawMutex`, the blocking mutex on numa-spin's CNA queue.
 pub type Cst = LockApi<cst_mutex::RawMutex>;
 
-/// `cst-rw`: `cst_mutex::RawRwLock`, the CST reader-writer lock.
+/// `cst-rw`: `cst_mutex::RawRwLock`, the NUMA-aware reader-writer lock.
 pub type CstRw = LockApi<cst_mutex::RawRwLock>;

@@ -44,8 +44,8 @@ pub struct RequeueOptions {
     pub nodes: usize,
 }
 
-/// The default locks: the two cst mutexes and parking_lot.
-pub const DEFAULT_LOCKS: [&str; 3] = ["cst", "cst-next", "parking_lot"];
+/// The default locks: cst's mutex and parking_lot's.
+pub const DEFAULT_LOCKS: [&str; 2] = ["cst", "parking_lot"];
 
 /// One lock's figures.
 #[derive(Clone, Debug, Serialize)]

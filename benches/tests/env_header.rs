@@ -17,7 +17,7 @@ fn header(env: &[(&str, &str)]) -> String {
         "--duration",
         "50ms",
     ]);
-    for var in ["NUMA_SPIN_WAIT_POLICY", "CST_MUTEX_CPUS", "NUMA_TOPOLOGY"] {
+    for var in ["NUMA_SPIN_WAIT_POLICY", "NUMA_TOPOLOGY"] {
         cmd.env_remove(var);
     }
     cmd.envs(env.iter().copied());
@@ -39,11 +39,10 @@ fn header(env: &[(&str, &str)]) -> String {
 fn bad_values_are_named_with_their_reason_and_replacement() {
     let h = header(&[
         ("NUMA_SPIN_WAIT_POLICY", "sleep"),
-        ("CST_MUTEX_CPUS", "abc"),
         ("NUMA_TOPOLOGY", "garbage"),
     ]);
     let ignored: Vec<&str> = h.lines().filter(|l| l.starts_with("# ignored: ")).collect();
-    assert_eq!(ignored.len(), 3, "{h}");
+    assert_eq!(ignored.len(), 2, "{h}");
     let line = |var: &str| {
         *ignored
             .iter()
@@ -57,14 +56,6 @@ fn bad_values_are_named_with_their_reason_and_replacement() {
             && spin.ends_with("using the default, park"),
         "{spin}"
     );
-    let cpus = line("CST_MUTEX_CPUS");
-    let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
-    assert!(
-        cpus.contains("\"abc\"")
-            && cpus.contains("whole number")
-            && cpus.ends_with(&format!("({machine})")),
-        "{cpus}"
-    );
     let topo = line("NUMA_TOPOLOGY");
     assert!(
         topo.contains("\"garbage\"") && topo.contains("machine's topology"),
@@ -76,7 +67,6 @@ fn bad_values_are_named_with_their_reason_and_replacement() {
 fn good_values_print_no_ignored_line_and_the_layout_used() {
     let h = header(&[
         ("NUMA_SPIN_WAIT_POLICY", "yield"),
-        ("CST_MUTEX_CPUS", "4"),
         ("NUMA_TOPOLOGY", "nodes=2"),
     ]);
     assert!(!h.contains("ignored"), "{h}");

@@ -13,12 +13,12 @@ fn requeue(args: &[&str]) -> std::process::Output {
 }
 
 /// Every notified waiter's re-acquisition is timed, in order p50 <= p99 <=
-/// max, for both cst mutexes and parking_lot.
+/// max, for cst and parking_lot.
 #[test]
 fn every_requeued_acquisition_is_timed() {
     let out = requeue(&[
         "--locks",
-        "cst,cst-next,parking_lot",
+        "cst,parking_lot",
         "--hammers",
         "4",
         "--acquisitions",
@@ -35,7 +35,7 @@ fn every_requeued_acquisition_is_timed() {
         .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
         .collect();
     let locks: Vec<_> = rows.iter().map(|r| r["lock"].as_str().unwrap()).collect();
-    assert_eq!(locks, ["cst", "cst-next", "parking_lot"]);
+    assert_eq!(locks, ["cst", "parking_lot"]);
     for r in &rows {
         // 40 acquisitions in rounds of 4 waiters.
         assert_eq!(r["samples"], 40, "{r}");

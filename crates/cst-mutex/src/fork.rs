@@ -1,19 +1,11 @@
-//! The fork generation: what makes a lock usable in the child of a `fork`.
+//! What makes the locks' sleepers usable in the child of a `fork`.
 //!
-//! After `fork` only the forking thread exists in the child, but the locks'
-//! memory is a copy of the parent's: a queue may still name the queue nodes
-//! of parent threads, a snode may count parked parent threads, and the
-//! parking lot's queues may still hold them. Such a waiter never runs in the
-//! child, so a hand-off to it would leave the lock held by nobody.
-//!
-//! A `pthread_atfork` child handler advances a process-wide generation
-//! ([`generation`]); every snode records the generation it was attached or
-//! last reset in. A lock whose snodes are of an older generation is *stale*:
-//! its waiter state is the parent's. The first thread of the child that
-//! holds it (the forking thread unlocking a lock it held across the fork, or
-//! a child thread that takes it) forgets that state before it hands the lock
-//! on or waits for it (`Cohort::forget_parent_waiters`). As with glibc, a
-//! lock held by a parent thread that does not exist in the child stays held.
+//! After `fork` only the forking thread exists in the child, but the
+//! memory is a copy of the parent's. numa-spin's queue forgets the parent's
+//! queued waiters by its own fork generation (see `numa_spin`'s `node`
+//! module); this module does the same for the threads that slept in
+//! `parking_lot_core`'s table through this crate (timed waiters, condition
+//! variable waiters, rwlock readers and writers).
 //!
 //! The handlers are registered when the program (or the shared object that
 //! links this crate) is loaded, before `main` ([`register_at_load`]). A
@@ -21,13 +13,11 @@
 //! the forks of other threads: glibc runs the prepare handlers of a fork
 //! without its atfork lock, so a registration made meanwhile succeeds, but
 //! that fork skips the new handlers (glibc 2.36, `__run_prefork_handlers`),
-//! and the waiter that then queues would stay a live waiter of the child's
-//! lock (`tests/fork_prepare.rs`). Only if the load-time registration
-//! failed (`ENOMEM`) does a slow path register ([`watch`]), with that window
-//! open; that registration is fork-safe itself: a fork while another thread
-//! registers leaves the child able to register (see [`HANDLERS`]). Until a
-//! process has forked, [`generation`] is 0 and every check is one relaxed
-//! load of a read-mostly word on a slow path.
+//! and the sleepers recorded then would stay in the child's parking lot
+//! (`tests/fork_prepare.rs`). Only if the load-time registration failed
+//! (`ENOMEM`) does a park register ([`watch`]), with that window open; that
+//! registration is fork-safe itself: a fork while another thread registers
+//! leaves the child able to register (see [`HANDLERS`]).
 //!
 //! # The parking lot across fork
 //!
@@ -68,12 +58,14 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The number of forks this process descends from (since the handler was
-/// registered). std atomics: never modelled by loom, whose threads cannot
-/// fork.
+/// registered), for the fork tests (`fork_generation`). std atomics: never
+/// modelled by loom, whose threads cannot fork.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
 /// The current fork generation (0 until the process, or an ancestor after
 /// the handler was registered, forked).
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 #[inline]
 pub(crate) fn generation() -> u32 {
     // Relaxed: the child handler ran before any thread of the child existed
@@ -178,6 +170,7 @@ ctor::declarative::ctor! {
 /// Returns once a fork by any thread runs them, after a failed attempt
 /// (`ENOMEM`; the next call tries again), or at once inside a signal
 /// handler that interrupted this thread's own registration.
+#[cfg_attr(numa_loom, allow(dead_code))]
 #[inline]
 pub(crate) fn watch() {
     #[cfg(all(unix, not(numa_loom)))]

@@ -4,15 +4,15 @@
 //! lock_api 0.4's traits carry no guard state: `lock()` returns `()` and
 //! `unlock()` takes nothing. What the 0.5 guard states carry is supplied here:
 //!
-//! - [`RawMutex`] and the exclusive and upgradable sides of [`RawRwLock`] unlock
-//!   with [`MutexGuardState::new`] / [`ExclusiveGuardState::new`]: the node the
-//!   lock was taken on is only a hint for the unlock's NUMA choice, so the slow
-//!   unlock looks the node up again (one `current_node()` call, ~3 ns). Mutex
-//!   guards stay `Send` (`GuardSend`).
+//! - [`RawMutex`] and [`RawFairMutex`] keep no guard state (their 0.5 guard
+//!   is a zero-sized `GuardSend`): their 0.4 impls are beside their 0.5 ones.
+//!   The exclusive and upgradable sides of [`RawRwLock`] unlock with
+//!   [`ExclusiveGuardState::new`], which carries nothing either. Mutex guards
+//!   stay `Send` (`GuardSend`).
 //! - A reader must release the counter it registered on (the state word or its
-//!   node's snode), which only the [`SharedGuardState`] knows. An uncontended
+//!   node's counter), which only the [`SharedGuardState`] knows. An uncontended
 //!   read counts on the state word and needs no record: its release is one
-//!   `fetch_sub`, as in parking_lot. Only a read that registered on an snode
+//!   `fetch_sub`, as in parking_lot. Only a read that registered on a node
 //!   counter (reader contention) is recorded, in a thread-local list (allocated
 //!   on the thread's first such read, a few bytes per held read lock); a
 //!   release takes this thread's record for the lock if it has one, else
@@ -28,7 +28,7 @@
 //!   0.5 does not have), parking_lot 0.12's rule: while the state word counts a
 //!   reader, the read joins that count even past a waiting writer
 //!   ([`RawRwLock::try_lock_shared_recursive`]); a thread that holds a read lock
-//!   of the rwlock on an snode counter counts the new read on that hold and
+//!   of the rwlock on a node counter counts the new read on that hold and
 //!   registers nothing. Either way a thread that holds a read lock cannot block
 //!   behind a waiting writer (which waits for that hold to leave); otherwise
 //!   it takes an ordinary read lock.
@@ -71,117 +71,7 @@ use crate::fair::RawFairMutex;
 use crate::raw_rwlock::{NODE_READERS_BIT, READER_MASK};
 use crate::remutex::RawThreadId;
 use crate::sync;
-use crate::{ExclusiveGuardState, MutexGuardState, RawMutex, RawRwLock, SharedGuardState};
-
-// SAFETY: forwards to the lock_api 0.5 implementation, whose contract is the same
-// with the guard state made explicit; `unlock` passes a fresh
-// `MutexGuardState::new()`, which releases any acquisition (the node is a hint).
-unsafe impl lock_api04::RawMutex for RawMutex {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = RawMutex::new();
-
-    type GuardMarker = lock_api04::GuardSend;
-
-    #[inline]
-    fn lock(&self) {
-        v05::RawMutex::lock(self);
-    }
-
-    #[inline]
-    fn try_lock(&self) -> bool {
-        v05::RawMutex::try_lock(self).is_some()
-    }
-
-    #[inline]
-    unsafe fn unlock(&self) {
-        // SAFETY: the caller holds the lock (trait contract); any state releases it.
-        unsafe { v05::RawMutex::unlock(self, MutexGuardState::new()) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        v05::RawMutex::is_locked(self)
-    }
-}
-
-// SAFETY: as for `RawMutex`.
-unsafe impl lock_api04::RawMutexFair for RawMutex {
-    #[inline]
-    unsafe fn unlock_fair(&self) {
-        // SAFETY: the caller holds the lock (trait contract).
-        unsafe { v05::RawMutexFair::unlock_fair(self, MutexGuardState::new()) }
-    }
-}
-
-// SAFETY: as for `RawMutex`; a timed-out attempt leaves no trace (0.5 contract).
-unsafe impl lock_api04::RawMutexTimed for RawMutex {
-    type Duration = Duration;
-    type Instant = Instant;
-
-    #[inline]
-    fn try_lock_for(&self, timeout: Duration) -> bool {
-        v05::RawMutexTimed::try_lock_for(self, timeout).is_some()
-    }
-
-    #[inline]
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        v05::RawMutexTimed::try_lock_until(self, deadline).is_some()
-    }
-}
-
-// SAFETY: forwards to `RawFairMutex`'s 0.5 implementation, as for `RawMutex`.
-unsafe impl lock_api04::RawMutex for RawFairMutex {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = RawFairMutex::new();
-
-    type GuardMarker = lock_api04::GuardSend;
-
-    #[inline]
-    fn lock(&self) {
-        v05::RawMutex::lock(self);
-    }
-
-    #[inline]
-    fn try_lock(&self) -> bool {
-        v05::RawMutex::try_lock(self).is_some()
-    }
-
-    #[inline]
-    unsafe fn unlock(&self) {
-        // SAFETY: the caller holds the lock (trait contract).
-        unsafe { v05::RawMutex::unlock(self, MutexGuardState::new()) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        v05::RawMutex::is_locked(self)
-    }
-}
-
-// SAFETY: as for `RawMutex`.
-unsafe impl lock_api04::RawMutexFair for RawFairMutex {
-    #[inline]
-    unsafe fn unlock_fair(&self) {
-        // SAFETY: the caller holds the lock (trait contract).
-        unsafe { v05::RawMutexFair::unlock_fair(self, MutexGuardState::new()) }
-    }
-}
-
-// SAFETY: as for `RawMutex`.
-unsafe impl lock_api04::RawMutexTimed for RawFairMutex {
-    type Duration = Duration;
-    type Instant = Instant;
-
-    #[inline]
-    fn try_lock_for(&self, timeout: Duration) -> bool {
-        v05::RawMutexTimed::try_lock_for(self, timeout).is_some()
-    }
-
-    #[inline]
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        v05::RawMutexTimed::try_lock_until(self, deadline).is_some()
-    }
-}
+use crate::{ExclusiveGuardState, RawMutex, RawRwLock, SharedGuardState};
 
 // SAFETY: distinct running threads get distinct non-zero ids, one thread always
 // the same (see `RawThreadId`).
@@ -195,7 +85,7 @@ unsafe impl lock_api04::GetThreadId for RawThreadId {
     }
 }
 
-/// One read lock this thread holds through lock_api 0.4 on an snode counter.
+/// One read lock this thread holds through lock_api 0.4 on a node counter.
 struct ReadHold {
     /// The lock's address.
     addr: usize,
@@ -207,7 +97,7 @@ struct ReadHold {
 }
 
 thread_local! {
-    /// The read locks this thread holds through lock_api 0.4 on snode
+    /// The read locks this thread holds through lock_api 0.4 on node
     /// counters, most recent last.
     static NODE_READS: RefCell<Vec<ReadHold>> = const { RefCell::new(Vec::new()) };
     /// The length of `NODE_READS`: a release of a state-word read reads this
@@ -221,7 +111,7 @@ impl RawRwLock {
     }
 
     /// Keeps the state of a read lock this thread just took, if it registered
-    /// on an snode counter (a state-word read needs no record).
+    /// on a node counter (a state-word read needs no record).
     #[inline]
     fn push_read(&self, state: SharedGuardState) {
         if !state.is_fast() {
@@ -254,7 +144,7 @@ impl RawRwLock {
 
     /// A recursive read that never blocks behind a waiting writer, if one is
     /// possible: joining the state word's reader count, or counted on a hold
-    /// this thread has on an snode counter of `self`. False when neither
+    /// this thread has on a node counter of `self`. False when neither
     /// applies (then an ordinary read lock is due).
     fn reenter_read(&self) -> bool {
         if let Some(state) = self.try_lock_shared_recursive() {
@@ -279,7 +169,7 @@ impl RawRwLock {
             .unwrap_or(false)
     }
 
-    /// Takes back one snode-counter read this thread holds on `self`:
+    /// Takes back one node-counter read this thread holds on `self`:
     /// `Some(None)` for a recursive read counted on the latest hold (nothing
     /// to release on the lock), `Some(Some(state))` for that hold's
     /// registration, `None` when this thread holds none of `self` (its read is
@@ -336,11 +226,11 @@ impl RawRwLock {
     ///
     /// # Panics
     ///
-    /// When this thread holds no snode-counter read of `self` and the state
+    /// When this thread holds no node-counter read of `self` and the state
     /// word counts no reader: no read lock of `self` is held at all.
     ///
     /// Without `NODE_READERS_BIT` in the state word, no read of `self` is
-    /// counted on an snode counter, so the list is not looked at: a node
+    /// counted on a node counter, so the list is not looked at: a node
     /// reader enters only after seeing the bit set (setting it if need be),
     /// and only a writer that has drained every counter clears it, which
     /// cannot happen while this thread's registration counts. This thread saw

@@ -2,18 +2,17 @@
 
 use crate::RawMutex;
 
-/// A CST-style NUMA-aware blocking mutex protecting a `T`.
+/// A NUMA-aware blocking mutex protecting a `T`, on numa-spin's CNA queue
+/// ([`RawMutex`]).
 ///
 /// Works like `parking_lot::Mutex`: `const fn new`, no poisoning, guards that
 /// deref to `T`, `try_lock_for`/`try_lock_until`, `MutexGuard::unlock_fair`
-/// and `bump`. `size_of::<Mutex<()>>()` is 16 bytes on 64-bit targets and the
-/// lock holds heap memory only while threads wait for it (one 384-byte snode
-/// per waiting node on x86-64, taken from a pool and given back when the
-/// contention ends; see the [crate docs](crate#memory-cost)).
+/// and `bump`. `size_of::<Mutex<()>>()` is 8 bytes on 64-bit targets, and the
+/// lock holds no heap memory (see the [crate docs](crate#memory-cost)).
 ///
 /// # Fairness
 ///
-/// Barging with NUMA batches and eventual fairness (see the
+/// CNA's queue order with bounded stealing (see the
 /// [crate docs](crate#fairness-and-starvation)).
 ///
 /// # Examples

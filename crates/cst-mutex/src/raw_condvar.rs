@@ -1,53 +1,36 @@
-//! [`RawCondvar`]: a condition variable for [`RawMutex`].
+//! [`RawCondvar`]: the condition variable of [`RawMutex`],
+//! which requeues its waiters onto the mutex, as ShflLock's blocking lock
+//! does (Kashyap et al., SOSP 2019, section 4.2).
 
-use crate::cohort::{
-    PARKED_MAX, PARKED_ONE, REQUEUE_NODE, TOKEN_HANDOFF, TOKEN_NORMAL, parked_count,
-};
-use crate::raw_mutex::{MutexGuardState, RawMutex};
+use crate::RawMutex;
+use crate::raw_mutex::{LAST_SLEEPER, MORE_SLEEPERS};
 use crate::sync::{self, AtomicPtr, AtomicUsize, Ordering, ParkResult, ParkToken, RequeueOp};
-use lock_api::RawMutex as _;
 use std::ptr;
-use std::time::{Duration, Instant};
+#[cfg(not(numa_loom))]
+use std::time::Duration;
+use std::time::Instant;
 
-/// A condition variable for [`RawMutex`]: two words (16 bytes), waiters park
-/// on its address through `parking_lot_core`.
+/// A condition variable for [`RawMutex`]: two words
+/// (16 bytes); waiters park on its address through `parking_lot_core`.
 ///
-/// Waits never return spuriously: a wait returns after a notification or a
-/// timeout. [`notify_one`](lock_api::RawCondvar::notify_one) returns exactly
-/// whether a waiter was woken and [`notify_all`](lock_api::RawCondvar::notify_all)
-/// exactly how many. A wait re-queues on the mutex: `notify_all` wakes one
-/// waiter and moves the others, still asleep, onto the mutex's requeue queue
-/// (`parking_lot_core::unpark_requeue`), from which mutex unlocks wake them
-/// one at a time (no thundering herd). They count as one more member of the
-/// mutex's cohort order (a pseudo-snode of the mutex, allocated by the first
-/// wait), so they are served in turn with the per-node queues, under the same
-/// batch bound and eventual fairness. `notify_one` wakes one waiter, which
-/// re-acquires through the mutex's NUMA-ordered slow path. If the mutex's
-/// parked count has no room for the requeued waiters (see the crate's
-/// limits), `notify_all` wakes them all instead.
+/// `notify_all` wakes one waiter and moves the others, still asleep, onto
+/// the mutex's address, where they are the mutex's sleepers outside the
+/// queue (see [`numa_spin::blocking`]): the woken waiter marks the mutex for
+/// them, so each release of the mutex wakes the next one, and each woken
+/// waiter enters the mutex's queue (no thundering herd, and no barging race
+/// a woken waiter can keep losing). `notify_one` wakes one waiter, which
+/// then takes the mutex through its queue.
+///
+/// Waits return after a notification or a timeout, and spuriously only
+/// when the wait runs in a signal handler that interrupted a wait of the
+/// same thread (it cannot sleep there, so it reports a wake-up).
+/// `notify_one` returns whether a waiter was woken and `notify_all` how many
+/// were woken or moved.
 ///
 /// # Panics
 ///
 /// Waiting with two different mutexes at the same time on one condvar panics
 /// (before the mutex is released).
-///
-/// # Examples
-///
-/// Usually through [`Condvar`](crate::Condvar); raw use:
-///
-/// ```
-/// use cst_mutex::{RawCondvar, RawMutex};
-/// use cst_mutex::lock_api::{RawCondvar as _, RawCondvarTimed as _, RawMutex as _};
-/// use std::time::Duration;
-///
-/// let (m, cv) = (RawMutex::new(), RawCondvar::new());
-/// let mut g = m.lock();
-/// // SAFETY: we hold `m` with state `g`; nobody notifies, so it times out.
-/// let timed_out = unsafe { cv.wait_for(&m, &mut g, &Duration::from_millis(1)) };
-/// assert!(timed_out && m.is_locked());
-/// // SAFETY: `g` is the state of our (re-)acquisition.
-/// unsafe { m.unlock(g) };
-/// ```
 pub struct RawCondvar {
     /// The mutex the current waiters use; null when nobody waits.
     pub(crate) mutex: AtomicPtr<RawMutex>,
@@ -67,6 +50,7 @@ impl RawCondvar {
 
     /// A new condvar (loom build: loom atomics are not `const`).
     #[cfg(numa_loom)]
+    #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         RawCondvar {
             mutex: AtomicPtr::new(ptr::null_mut()),
@@ -74,34 +58,21 @@ impl RawCondvar {
         }
     }
 
-    #[inline]
     fn key(&self) -> usize {
-        self as *const Self as usize
+        std::ptr::from_ref(self) as usize
     }
 
-    /// Unlocks `mutex`, waits, re-locks. Returns true on timeout.
+    /// Unlocks `mutex`, waits, re-locks. Returns true on a timeout.
     ///
     /// # Safety
     ///
-    /// The caller holds `mutex` with the acquisition state `guard`.
-    unsafe fn wait_inner(
-        &self,
-        mutex: &RawMutex,
-        guard: &mut MutexGuardState,
-        deadline: Option<Instant>,
-    ) -> bool {
-        let mutex_ptr = mutex as *const RawMutex as *mut RawMutex;
+    /// The caller holds `mutex`.
+    unsafe fn wait_inner(&self, mutex: &RawMutex, deadline: Option<Instant>) -> bool {
+        let mutex_ptr = std::ptr::from_ref(mutex).cast_mut();
         let mut bad_mutex = false;
         let mut timed_out = false;
-        let node = guard.node;
-        // The mutex's requeue pseudo-snode, where `notify_all` counts us if it
-        // moves us onto the mutex. Allocated here, outside any queue lock,
-        // while we hold the mutex (so `notify_all` finds it: it only runs
-        // after our validate, under the condvar's queue lock).
-        // Pinned until we hold the mutex again, so it stays attached while
-        // `notify_all` may count us in it.
-        let requeued = mutex.cohort.snodes.pin(REQUEUE_NODE);
         let validate = || {
+            // Relaxed: the condvar's fields change only under its queue lock.
             let cur = self.mutex.load(Ordering::Relaxed);
             if cur.is_null() {
                 self.mutex.store(mutex_ptr, Ordering::Relaxed);
@@ -112,38 +83,29 @@ impl RawCondvar {
             self.waiters.fetch_add(1, Ordering::Relaxed);
             true
         };
-        let before_sleep = || {
-            // SAFETY: the caller holds `mutex` with state `guard` (copied here:
-            // the state is plain data and is replaced after re-locking).
-            unsafe { mutex.unlock(MutexGuardState { node }) };
-        };
+        // SAFETY: the caller holds `mutex`; we re-lock it before returning.
+        let before_sleep = || unsafe { mutex.release() };
         let on_timeout = |key: usize, last: bool| {
             if key == self.key() {
+                // Relaxed: under the condvar's queue lock.
                 self.waiters.fetch_sub(1, Ordering::Relaxed);
                 if last {
                     self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
                 }
                 timed_out = true;
-            } else {
-                // Requeued onto the mutex (so notified, not timed out): leave
-                // its parked counts, under its requeue queue's lock, snode
-                // first (as every waiter leaving does). Relaxed: both are
-                // changed under this queue lock or by RMWs on the same word.
-                requeued.hot.parked.fetch_sub(1, Ordering::Relaxed);
-                mutex.cohort.state.fetch_sub(PARKED_ONE, Ordering::Relaxed);
             }
+            // Else `notify_all` had moved us onto the mutex (so we were
+            // notified): the mutex's mark stands for the sleepers left.
         };
-        // SAFETY:
-        // - the key is this condvar's address, and the requeue key the
-        //   mutex's (where a notify moves us), both keys this crate controls;
-        // - `validate` and `on_timeout` only touch atomics and locals: no
-        //   unwinding, no parking-lot calls;
-        // - `before_sleep` unlocks the mutex, which may call `unpark_one` (allowed)
-        //   but never parks or unwinds.
+        // SAFETY: the keys are this condvar's address and, where a
+        // `notify_all` moves us, the mutex's: both this crate's; `validate`
+        // and `on_timeout` touch only atomics and locals (no unwinding, no
+        // parking-lot calls); `before_sleep` releases the mutex, which may
+        // call `unpark_one` (allowed) but never parks or unwinds.
         let r = unsafe {
             sync::park_requeueable(
                 self.key(),
-                mutex.cohort.requeue_key(),
+                mutex.key(),
                 validate,
                 before_sleep,
                 on_timeout,
@@ -152,29 +114,39 @@ impl RawCondvar {
             )
         };
         if bad_mutex {
-            requeued.unpin();
             panic!("cst_mutex::Condvar: waited on with two different mutexes at the same time");
         }
-        match r {
-            // A mutex unlock handed the mutex to us in the requeue queue.
-            ParkResult::Unparked(TOKEN_HANDOFF) => *guard = MutexGuardState { node },
-            _ => *guard = mutex.lock(),
-        }
-        requeued.unpin();
-        // We hold the mutex: give its snodes back if nobody else uses them.
-        mutex.cohort.detach_idle();
+        let must_mark = matches!(r, ParkResult::Unparked(t) if t == MORE_SLEEPERS);
+        mutex.acquire_woken(must_mark);
         timed_out
     }
 }
 
+impl RawCondvar {
+    /// The models' timed wait: as `wait_for`, with a timeout that loom's or
+    /// shuttle's park may let expire at any point once the waiter is queued
+    /// (there is no clock in a model). Returns true on a timeout.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `mutex`.
+    #[cfg(numa_loom)]
+    #[doc(hidden)]
+    pub unsafe fn wait_for_model(&self, mutex: &RawMutex) -> bool {
+        // SAFETY: forwarded precondition.
+        unsafe { self.wait_inner(mutex, Some(Instant::now())) }
+    }
+}
+
+#[cfg(not(numa_loom))]
 impl Default for RawCondvar {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl std::fmt::Debug for RawCondvar {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for RawCondvar {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RawCondvar").finish_non_exhaustive()
     }
 }
@@ -194,12 +166,13 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
 
     type RawMutex = RawMutex;
 
-    unsafe fn wait(&self, mutex: &RawMutex, guard: &mut MutexGuardState) {
-        // SAFETY: forwarded precondition: the caller holds `mutex` with `guard`.
-        unsafe { self.wait_inner(mutex, guard, None) };
+    unsafe fn wait(&self, mutex: &RawMutex, _guard: &mut lock_api::GuardSend) {
+        // SAFETY: forwarded precondition: the caller holds `mutex`.
+        unsafe { self.wait_inner(mutex, None) };
     }
 
     fn notify_one(&self) -> bool {
+        // Relaxed: a first look; the queue lock orders the real check.
         if self.mutex.load(Ordering::Relaxed).is_null() {
             return false;
         }
@@ -210,7 +183,7 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
             if !r.have_more_threads {
                 self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
             }
-            TOKEN_NORMAL
+            LAST_SLEEPER
         };
         // SAFETY: the key is this condvar's address; the callback only touches
         // atomics (no unwinding, no parking-lot calls).
@@ -218,105 +191,44 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
     }
 
     fn notify_all(&self) -> usize {
+        // Relaxed: a first look; `validate` checks again under the queue lock.
         let m = self.mutex.load(Ordering::Relaxed);
         if m.is_null() {
             return 0;
         }
-        // The requeue key is computed from the address only: `m` may already
-        // be gone if every waiter left; it is dereferenced only in `validate`,
-        // after checking under the condvar's queue lock that waiters (which
-        // borrow the mutex) still use it.
-        let to = m as usize + 3;
-        // Set when the mutex cannot count the requeued waiters: then all are
-        // woken instead, after the requeue was aborted.
-        let mut wake_all = false;
+        // The mutex's key is its address: `m` may already be gone if every
+        // waiter left, and it is never dereferenced here (validate checks
+        // under the condvar's queue lock that waiters still use it).
+        let to = m as usize;
         let validate = || {
-            if self.mutex.load(Ordering::Relaxed) != m {
+            if self.mutex.load(Ordering::Relaxed) != m || self.waiters.load(Ordering::Relaxed) == 0
+            {
                 return RequeueOp::Abort;
             }
-            let n = self.waiters.load(Ordering::Relaxed);
-            if n == 0 {
-                return RequeueOp::Abort;
-            }
-            // SAFETY: `n` threads are parked in `wait` on this condvar with a
-            // borrow of `*m`, so the mutex is alive while we hold the queue lock.
-            let mutex = unsafe { &*m };
-            debug_assert_eq!(mutex.cohort.requeue_key(), to);
-            let moved = n - 1;
-            if moved != 0 {
-                // Each waiter allocated the pseudo-snode before it queued here.
-                let Some(rq) = mutex.cohort.snodes.find(REQUEUE_NODE) else {
-                    wake_all = true;
-                    return RequeueOp::Abort;
-                };
-                // Count the threads about to be requeued as parked on the
-                // mutex, in the pseudo-snode first and then in the word (an
-                // unlocker that sees the word's count then finds the snode's):
-                // an unlock that picks the pseudo-snode unparks from the
-                // requeue queue, whose lock we hold, so it finds them. The
-                // parked count must not overflow into the reader bits.
-                // Relaxed: `rq.hot.parked` changes only under the requeue queue lock.
-                rq.hot.parked.fetch_add(moved, Ordering::Relaxed);
-                let state = &mutex.cohort.state;
-                // Relaxed: a first guess for the CAS.
-                let mut s = state.load(Ordering::Relaxed);
-                loop {
-                    if parked_count(s) + moved > PARKED_MAX {
-                        rq.hot.parked.fetch_sub(moved, Ordering::Relaxed);
-                        wake_all = true;
-                        return RequeueOp::Abort;
-                    }
-                    // Relaxed, as in `park_on`'s validate: a raise
-                    // of the parked count on the word every unlock RMWs
-                    // (coherence orders them); the pseudo-snode count is a hint
-                    // the unlocker retries on, and the requeued threads take the
-                    // mutex through its own Acquire CAS or a handoff unpark.
-                    match state.compare_exchange_weak(
-                        s,
-                        s + moved * PARKED_ONE,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => break,
-                        Err(x) => s = x,
-                    }
-                }
-            }
-            // Relaxed: the condvar's fields change only under its queue lock.
             self.waiters.store(0, Ordering::Relaxed);
             self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
             RequeueOp::UnparkOneRequeueRest
         };
+        // The waiter woken first owes the others the mutex's mark: it marks
+        // the mutex (held, most likely by us) before it queues for it.
         let callback = |_op: RequeueOp, r: sync::UnparkResult| {
-            debug_assert!(r.unparked_threads + r.requeued_threads == 0 || r.unparked_threads == 1);
-            TOKEN_NORMAL
+            if r.requeued_threads != 0 {
+                MORE_SLEEPERS
+            } else {
+                LAST_SLEEPER
+            }
         };
-        // SAFETY:
-        // - both keys belong to this crate (this condvar's address, the mutex's
-        //   requeue key);
-        // - `validate` and `callback` only touch atomics: no unwinding, no
-        //   parking-lot calls.
+        // SAFETY: both keys belong to this crate (this condvar's address, the
+        // mutex's); `validate` and `callback` touch only atomics (no
+        // unwinding, no parking-lot calls).
         let r = unsafe { sync::unpark_requeue(self.key(), to, validate, callback) };
-        if wake_all {
-            // The mutex's parked count is full: wake every waiter to re-lock
-            // it on its own (each then yields until the count has room).
-            let callback = |_n: usize| {
-                // Relaxed: the condvar's fields change only under its queue lock.
-                self.waiters.store(0, Ordering::Relaxed);
-                self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
-                TOKEN_NORMAL
-            };
-            // SAFETY:
-            // - the key is this condvar's address, which this crate controls;
-            // - the callback only stores atomics: no unwinding, no parking-lot calls.
-            return unsafe { sync::unpark_all_with(self.key(), callback) };
-        }
         r.unparked_threads + r.requeued_threads
     }
 }
 
 // SAFETY: as for `RawCondvar`; a timeout is reported only when the parking
-// lot timed the waiter out (it was not notified).
+// lot timed the waiter out on the condvar (it was not notified).
+#[cfg(not(numa_loom))]
 unsafe impl lock_api::RawCondvarTimed for RawCondvar {
     fn checked_duration_to_instant(timeout: &Duration) -> Option<Instant> {
         Instant::now().checked_add(*timeout)
@@ -325,10 +237,10 @@ unsafe impl lock_api::RawCondvarTimed for RawCondvar {
     unsafe fn wait_until(
         &self,
         mutex: &RawMutex,
-        guard: &mut MutexGuardState,
+        _guard: &mut lock_api::GuardSend,
         timeout: &Instant,
     ) -> bool {
-        // SAFETY: forwarded precondition: the caller holds `mutex` with `guard`.
-        unsafe { self.wait_inner(mutex, guard, Some(*timeout)) }
+        // SAFETY: forwarded precondition: the caller holds `mutex`.
+        unsafe { self.wait_inner(mutex, Some(*timeout)) }
     }
 }

@@ -1,4 +1,4 @@
-//! [`ReentrantMutex`]: a CST mutex the owning thread may lock again.
+//! [`ReentrantMutex`]: a [`RawMutex`] the owning thread may lock again.
 
 use std::num::NonZeroUsize;
 
@@ -36,7 +36,7 @@ unsafe impl lock_api::GetThreadId for RawThreadId {
 }
 
 /// A mutex the thread holding it can lock again (each `lock` needs its own
-/// release), backed by the CST mutex: `parking_lot::ReentrantMutex` with
+/// release), backed by [`RawMutex`]: `parking_lot::ReentrantMutex` with
 /// NUMA-aware hand-offs. Guards give `&T` only.
 ///
 /// ```

@@ -10,7 +10,7 @@
 //! racing a handoff.
 
 #[cfg(not(numa_loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
 
 /// The model checker behind `--cfg numa_loom`: loom, or with `--cfg numa_shuttle`
 /// too, shuttle (randomized schedules over many threads and operations;
@@ -27,9 +27,7 @@ use shuttle as model;
 pub(crate) use model::lazy_static;
 
 #[cfg(numa_loom)]
-pub(crate) use model::sync::atomic::{
-    AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
-};
+pub(crate) use model::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, fence};
 
 pub(crate) use parking_lot_core::{ParkResult, ParkToken, RequeueOp, UnparkResult, UnparkToken};
 use std::time::Instant;
@@ -131,6 +129,8 @@ pub(crate) unsafe fn park_requeueable(
             std::thread::yield_now();
             return ParkResult::Invalid;
         }
+        // The fork handlers, if the load-time registration failed.
+        crate::fork::watch();
         // Recorded before the parking lot can queue us, until after it no
         // longer does (see `fork::Parked`).
         let _parked = crate::fork::Parked::record(key, requeue_to);
@@ -265,17 +265,6 @@ pub(crate) unsafe fn unpark_requeue(
 }
 
 /// Test hook for loom models: sets the NUMA node of the calling loom thread.
-/// Under loom: a per-thread logical clock (ns, starting above 0) advancing
-/// `tick` per read, so time-based decisions are deterministic in the models.
-#[cfg(numa_loom)]
-pub(crate) fn logical_now_ns(tick: u64) -> u64 {
-    loom_impl::CLOCK.with(|c| {
-        let t = c.get() + tick;
-        c.set(t);
-        t
-    })
-}
-
 #[cfg(numa_loom)]
 pub(crate) fn set_loom_node(node: usize) {
     loom_impl::NODE.with(|n| n.set(node));
@@ -293,116 +282,6 @@ pub(crate) fn set_loom_spin_rounds(rounds: u32) {
     loom_impl::SPIN.with(|n| n.set(rounds));
 }
 
-/// Under loom: the batch bound the calling loom thread applies when it
-/// unlocks (0: none set, use the process-wide one).
-#[cfg(numa_loom)]
-pub(crate) fn loom_batch_bound() -> u32 {
-    loom_impl::BATCH.with(|n| n.get())
-}
-
-/// Test hook for loom models: sets the batch bound of the calling loom thread.
-#[cfg(numa_loom)]
-pub(crate) fn set_loom_batch_bound(bound: u32) {
-    loom_impl::BATCH.with(|n| n.set(bound));
-}
-
-/// Under loom: whether the calling loom thread's unlocks treat the lock as
-/// oversubscribed (see `queue::oversubscribed`).
-#[cfg(numa_loom)]
-pub(crate) fn loom_oversubscribed() -> bool {
-    loom_impl::OVERSUBSCRIBED.with(|f| f.get())
-}
-
-/// Test hook for loom models: sets [`loom_oversubscribed`].
-#[cfg(numa_loom)]
-pub(crate) fn set_loom_oversubscribed(on: bool) {
-    loom_impl::OVERSUBSCRIBED.with(|f| f.set(on));
-}
-
-/// Under loom: whether the calling loom thread made every fairness check due
-/// (see [`set_loom_fairness_due`]).
-#[cfg(numa_loom)]
-pub(crate) fn loom_fairness_due() -> bool {
-    loom_impl::FAIR_DUE.with(|f| f.get())
-}
-
-/// Test hook for loom models: from now on every fairness check of the calling
-/// loom thread's unlocks is due (its wake-ups hand the lock off).
-#[cfg(numa_loom)]
-pub(crate) fn set_loom_fairness_due(due: bool) {
-    loom_impl::FAIR_DUE.with(|f| f.set(due));
-}
-
-/// Under loom: records whether the calling loom thread's last slow
-/// acquisition was a grant through an inherited registration.
-#[cfg(numa_loom)]
-pub(crate) fn set_loom_inherited(on: bool) {
-    loom_impl::INHERITED.with(|h| h.set(on));
-}
-
-/// Under loom: whether the calling loom thread's last slow acquisition was
-/// a grant to a head that inherited its node's registration.
-#[cfg(numa_loom)]
-pub(crate) fn loom_inherited() -> bool {
-    loom_impl::INHERITED.with(|h| h.get())
-}
-
-/// Under loom: records that the calling loom thread's unlock passed over a
-/// queue head that had not run since head-ship.
-#[cfg(numa_loom)]
-pub(crate) fn set_loom_passed(on: bool) {
-    loom_impl::PASSED.with(|h| h.set(on));
-}
-
-/// Under loom: whether the calling loom thread ever passed over a head that
-/// had not run (see [`set_loom_passed`]).
-#[cfg(numa_loom)]
-pub(crate) fn loom_passed() -> bool {
-    loom_impl::PASSED.with(|h| h.get())
-}
-
-/// Under loom: records whether the calling loom thread's last slow
-/// acquisition was a handoff.
-#[cfg(numa_loom)]
-pub(crate) fn set_loom_handed(handed: bool) {
-    loom_impl::HANDED.with(|h| h.set(handed));
-}
-
-/// Test hook for loom models: whether the calling loom thread's last slow
-/// acquisition of a mutex was a handoff (it was woken holding the lock).
-#[cfg(numa_loom)]
-pub(crate) fn loom_handed() -> bool {
-    loom_impl::HANDED.with(|h| h.get())
-}
-
-/// Under loom: records that the calling loom thread parked on its snode-queue
-/// node (reset by [`set_loom_handed`]'s caller at each slow acquisition).
-#[cfg(numa_loom)]
-pub(crate) fn set_loom_queue_parked(parked: bool) {
-    loom_impl::QPARKED.with(|h| h.set(parked));
-}
-
-/// Test hook for loom models: whether the calling loom thread's last slow
-/// acquisition parked on its snode-queue node.
-#[cfg(numa_loom)]
-pub(crate) fn loom_queue_parked() -> bool {
-    loom_impl::QPARKED.with(|h| h.get())
-}
-
-/// Under loom: records that the calling loom thread parked on its snode's
-/// parking queue (reset at each slow acquisition).
-#[cfg(numa_loom)]
-pub(crate) fn set_loom_lot_parked(parked: bool) {
-    loom_impl::LOT_PARKED.with(|h| h.set(parked));
-}
-
-/// Test hook for loom models: whether the calling loom thread's last slow
-/// acquisition of a mutex parked on its snode's parking queue.
-#[cfg(numa_loom)]
-pub(crate) fn loom_lot_parked() -> bool {
-    loom_impl::LOT_PARKED.with(|h| h.get())
-}
-
 #[cfg(numa_loom)]
 mod loom_impl {
     use super::model;
@@ -414,15 +293,6 @@ mod loom_impl {
     model::thread_local! {
         pub(super) static NODE: Cell<usize> = Cell::new(0);
         pub(super) static SPIN: Cell<u32> = Cell::new(0);
-        pub(super) static CLOCK: Cell<u64> = Cell::new(0);
-        pub(super) static BATCH: Cell<u32> = Cell::new(0);
-        pub(super) static FAIR_DUE: Cell<bool> = Cell::new(false);
-        pub(super) static OVERSUBSCRIBED: Cell<bool> = Cell::new(false);
-        pub(super) static HANDED: Cell<bool> = Cell::new(false);
-        pub(super) static INHERITED: Cell<bool> = Cell::new(false);
-        pub(super) static PASSED: Cell<bool> = Cell::new(false);
-        pub(super) static QPARKED: Cell<bool> = Cell::new(false);
-        pub(super) static LOT_PARKED: Cell<bool> = Cell::new(false);
     }
 
     struct Waiter {

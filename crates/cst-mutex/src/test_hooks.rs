@@ -10,11 +10,8 @@
 //! lock, destroy and free it, and the unlock must not touch it any more (see
 //! `RawRwLock::unlock_shared_word`).
 //!
-//! [`set_lone_head_registers`]: a queue head with nobody queued behind it
-//! registers for a grant and waits with a crowded head's budget, as it does
-//! once a second waiter queues. `numa-bench handoff` uses it to time the
-//! grant to a spinning head with two threads on two CPUs (a third thread,
-//! which the grant needs otherwise, has no CPU to queue from there).
+//! [`set_in_fork_registration`]: a function called inside the fork handlers'
+//! `pthread_atfork` registration (`tests/fork_first_slow_path.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -63,22 +60,4 @@ pub(crate) fn in_fork_registration() {
         let f: fn() = unsafe { core::mem::transmute::<usize, fn()>(a) };
         f();
     }
-}
-
-static LONE_HEAD_REGISTERS: AtomicUsize = AtomicUsize::new(0);
-
-/// Makes (with `true`) a lone queue head register for a grant and spin
-/// with a crowded head's budget (module docs); `false` restores the
-/// default (it waits as a lone waiter, then parks).
-pub fn set_lone_head_registers(on: bool) {
-    // Relaxed: the flag is the whole message; a waiter that reads it late
-    // waits the other way once.
-    LONE_HEAD_REGISTERS.store(usize::from(on), Ordering::Relaxed);
-}
-
-/// Whether [`set_lone_head_registers`] is on.
-#[inline]
-pub(crate) fn lone_head_registers() -> bool {
-    // Relaxed: as in `set_lone_head_registers`.
-    LONE_HEAD_REGISTERS.load(Ordering::Relaxed) != 0
 }

@@ -1,20 +1,16 @@
-//! A counting global allocator checks that snodes are allocated only on
-//! contention, given back when the contention ends, and reused. (Its own test binary: it
-//! sets `#[global_allocator]`.)
+//! A counting global allocator checks that the locks allocate nothing of
+//! their own, uncontended or contended. (Its own test binary: it sets
+//! `#[global_allocator]`.)
 #![cfg(not(numa_loom))]
 
 use cst_mutex::{Mutex, RwLock};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-/// Counts live allocations with the snode layout (two `CachePadded` line
-/// groups, three with feature `stats`: 256 or 384 bytes aligned to 128 on
-/// x86-64), which nothing else in these tests allocates.
+/// Counts each thread's allocations while it counts ([`allocations_in`]).
 struct Counting;
-
-static SNODES_LIVE: AtomicIsize = AtomicIsize::new(0);
 
 thread_local! {
     /// Allocations of any size made by this thread while it counts (const
@@ -33,12 +29,6 @@ fn allocations_in(f: impl FnOnce()) -> usize {
     })
 }
 
-fn is_snode(l: Layout) -> bool {
-    let line = std::mem::align_of::<crossbeam_utils::CachePadded<u8>>();
-    let groups = if cfg!(feature = "stats") { 3 } else { 2 };
-    l.size() == groups * line && l.align() == line
-}
-
 // SAFETY: forwards to `System`, only counting on the side.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
@@ -49,16 +39,10 @@ unsafe impl GlobalAlloc for Counting {
                 c.set((true, n + 1));
             }
         });
-        if is_snode(l) {
-            SNODES_LIVE.fetch_add(1, Ordering::SeqCst);
-        }
         // SAFETY: forwarded contract of `GlobalAlloc::alloc`.
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        if is_snode(l) {
-            SNODES_LIVE.fetch_sub(1, Ordering::SeqCst);
-        }
         // SAFETY: forwarded contract of `GlobalAlloc::dealloc`.
         unsafe { System.dealloc(p, l) }
     }
@@ -154,127 +138,81 @@ fn uncontended_lock_api_04_reads_never_allocate() {
     assert_eq!(*l.read(), 1001);
 }
 
-// One test function: the counter is process-wide, parallel tests would mix.
-// No other test in this binary attaches an snode (they would also fill the
-// pool this one expects to start empty); `idle_memory.rs` holds those.
+/// Contended locks hold no heap memory: once each thread has made its first
+/// contended acquisition and first park (numa-spin's queue-node slot, the
+/// parking lot's per-thread data and table), contended mutexes (queued,
+/// timed and condition-variable waiters), rwlocks and fair mutexes, each set
+/// forgotten without a drop afterwards (as C frees a `pthread_mutex_t`
+/// without `pthread_mutex_destroy`), make no allocation at all. Counted per
+/// thread, on every thread of the contention, after the same threads warmed
+/// up on a set of their own.
 #[test]
-fn snodes_are_lazy_and_reused() {
-    // With feature `stats` an snode is 4 lines, as is the test harness's
-    // result channel (allocated before any test runs): count from here.
-    let base = SNODES_LIVE.load(Ordering::SeqCst);
-    let live = || SNODES_LIVE.load(Ordering::SeqCst) - base;
-    // Uncontended: no snode.
-    let m = Mutex::new(0u64);
-    for _ in 0..1000 {
-        *m.lock() += 1;
+fn contended_locks_allocate_nothing_after_warm_up() {
+    use cst_mutex::{Condvar, FairMutex};
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+    const THREADS: usize = 6;
+    const ROUNDS: usize = 4;
+    struct Set {
+        m: Mutex<u64>,
+        f: FairMutex<u64>,
+        l: RwLock<u64>,
+        cv: Condvar,
     }
-    assert!(m.try_lock().is_some());
-    assert_eq!(live(), 0, "uncontended mutex allocated");
-    let l = RwLock::new(0u64);
-    for _ in 0..1000 {
-        *l.write() += 1;
-        let _a = l.read();
-        let _b = l.read();
-    }
-    assert_eq!(live(), 0, "uncontended rwlock allocated");
-
-    // Contended mutex: snodes appear while a waiter waits.
-    let m = Arc::new(Mutex::new(0u64));
-    let holder = m.lock();
-    let waiting = Arc::new(AtomicBool::new(false));
-    {
-        let (m2, w2) = (m.clone(), waiting.clone());
-        let t = thread::spawn(move || {
-            numa_topology::set_current_thread_node(Some(1));
-            w2.store(true, Ordering::SeqCst);
-            *m2.lock() += 1;
-        });
-        while !waiting.load(Ordering::SeqCst) {
-            thread::yield_now();
-        }
-        // The waiter must allocate its node's snode before it can wait.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while live() == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no snode-shaped allocation seen in 60 s while a waiter waits"
-            );
-            thread::yield_now();
-        }
-        drop(holder);
-        t.join().unwrap();
-    }
-    let m2 = m.clone();
-    contend(8, move || {
-        for _ in 0..2000 {
-            *m2.lock() += 1;
-        }
-    });
-    // The last waiter gave the snodes back to the pool: the idle mutex holds
-    // none, and freeing its memory without dropping it would leak nothing.
-    // (With feature `stats` the counters live in the snodes, which then stay.)
-    // SAFETY: only reads the snode count.
-    let n = unsafe { m.raw() }.snode_count();
-    if !cfg!(feature = "stats") {
-        assert_eq!(n, 0, "idle mutex kept snodes");
-    }
-    let pooled = live();
-    assert!(pooled >= 1, "no snode was ever allocated");
-    drop(m);
-    assert_eq!(live(), pooled, "snodes are kept for reuse, never freed");
-
-    // Many contended mutexes, each forgotten without a drop (as C frees a
-    // mutex without `pthread_mutex_destroy`): they reuse the pooled snodes
-    // (not with feature `stats`, whose counters keep the snodes attached).
-    if !cfg!(feature = "stats") {
-        for _ in 0..100 {
-            let m = Arc::new(Mutex::new(0u64));
-            let m2 = m.clone();
-            contend(4, move || {
-                for _ in 0..200 {
-                    *m2.lock() += 1;
-                }
-            });
-            // SAFETY: only reads the snode count.
-            let n = unsafe { m.raw() }.snode_count();
-            assert_eq!(n, 0, "idle mutex kept snodes");
-            std::mem::forget(m);
-        }
-        assert!(
-            live() <= pooled + 16,
-            "{} snodes for 100 mutexes contended one after the other",
-            live()
-        );
-    }
-    let pooled = live();
-
-    // Contended rwlock, same.
-    let l = Arc::new(RwLock::new(0u64));
-    let l2 = l.clone();
-    contend(8, move || {
-        for i in 0..2000u64 {
-            if i % 8 == 0 {
-                *l2.write() += 1;
-            } else {
-                std::hint::black_box(*l2.read());
-            }
-        }
-    });
-    // An rwlock keeps its snodes (readers count on them outside the lock)
-    // until it is dropped; they come from the pool and go back to it. Threads
-    // of one node that race to attach its snode each take one (`list.rs`,
-    // `SnodeList::lookup`) and the losers give theirs back, so while the pool
-    // runs short each of the 8 threads may allocate one: the most snodes that
-    // exist at once are those attached plus one per racing thread.
-    // SAFETY: only reads the snode count.
-    let n = unsafe { l.raw() }.snode_count();
-    assert!(n <= 2, "{n} snodes for 2 nodes");
-    assert!(
-        live() <= pooled + 8,
-        "{} snodes allocated for an rwlock contended by 8 threads, {pooled} pooled before",
-        live()
+    let sets: Arc<Vec<Set>> = Arc::new(
+        (0..ROUNDS)
+            .map(|_| Set {
+                m: Mutex::new(0),
+                f: FairMutex::new(0),
+                l: RwLock::new(0),
+                cv: Condvar::new(),
+            })
+            .collect(),
     );
-    let before = live();
-    drop(l);
-    assert_eq!(live(), before, "snodes are kept for reuse, never freed");
+    let allocs: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..ROUNDS).map(|_| AtomicUsize::new(0)).collect());
+    let round_start = Arc::new(Barrier::new(THREADS));
+    let (sets2, allocs2) = (sets.clone(), allocs.clone());
+    contend(THREADS, move || {
+        for (r, set) in sets2.iter().enumerate() {
+            round_start.wait();
+            let work = || {
+                for i in 0..300u64 {
+                    *set.m.lock() += 1;
+                    *set.f.lock() += 1;
+                    if let Some(mut g) = set.m.try_lock_for(Duration::from_micros(50)) {
+                        *g += 1;
+                    }
+                    if i % 4 == 0 {
+                        *set.l.write() += 1;
+                    } else {
+                        std::hint::black_box(*set.l.read());
+                    }
+                    if i % 50 == 0 {
+                        let mut g = set.m.lock();
+                        let _ = set.cv.wait_for(&mut g, Duration::from_micros(100));
+                        set.cv.notify_all();
+                    }
+                }
+            };
+            // Round 0 warms the threads up; the others count.
+            let n = if r == 0 {
+                work();
+                0
+            } else {
+                allocations_in(work)
+            };
+            allocs2[r].fetch_add(n, Ordering::SeqCst);
+        }
+    });
+    for (r, set) in sets.iter().enumerate() {
+        assert_eq!(
+            *set.f.lock(),
+            300 * THREADS as u64,
+            "round {r}: lost updates"
+        );
+        let n = allocs[r].load(Ordering::SeqCst);
+        assert_eq!(n, 0, "round {r}: contended locks allocated {n} times");
+    }
+    std::mem::forget(sets);
 }

@@ -1,9 +1,10 @@
 //! `force_unlock` after `mem::forget(guard)`, with the public guard-state
-//! constructors, including with a waiter parked on the lock (the release
-//! must wake it).
+//! constructors, including with a waiter queued on the lock (the release
+//! must let it in).
 #![cfg(not(numa_loom))]
 
-use cst_mutex::{ExclusiveGuardState, Mutex, MutexGuardState, RwLock};
+use cst_mutex::lock_api::GuardSend;
+use cst_mutex::{ExclusiveGuardState, Mutex, RwLock};
 use std::sync::Arc;
 use std::thread;
 
@@ -15,16 +16,16 @@ fn mutex_force_unlock_after_forget() {
         let m = m.clone();
         thread::spawn(move || *m.lock() += 1)
     };
-    // SAFETY: only reads a counter.
-    while unsafe { m.raw() }.parked_waiters() == 0 {
+    // SAFETY: only reads the queue's tail.
+    while !unsafe { m.raw() }.has_queued_waiters() {
         thread::yield_now();
     }
     // SAFETY: this thread holds the lock (guard forgotten); no data reference lives.
-    unsafe { m.force_unlock(MutexGuardState::new()) };
+    unsafe { m.force_unlock(GuardSend::new()) };
     t.join().unwrap();
     std::mem::forget(m.lock());
     // SAFETY: as above.
-    unsafe { m.force_unlock_fair(MutexGuardState::default()) };
+    unsafe { m.force_unlock_fair(GuardSend::new()) };
     assert_eq!(*m.lock(), 1);
 }
 

@@ -68,6 +68,30 @@ fn contend_in_child(m: &Arc<Mutex<u64>>) {
     assert_eq!(*m.lock(), before + 6_000);
 }
 
+/// Spawns `n` threads (on nodes 0, 1, 0, ...) that each add one under `m`,
+/// which the caller holds, one at a time: each is spawned once the one
+/// before it is queued (the queue's tail names a new waiter).
+fn queue_waiters(m: &Arc<Mutex<u64>>, n: usize) -> Vec<thread::JoinHandle<()>> {
+    // SAFETY: only reads the queue's tail.
+    let raw = unsafe { m.raw() };
+    (0..n)
+        .map(|i| {
+            let before = raw.tail_code();
+            let w = {
+                let m = m.clone();
+                thread::spawn(move || {
+                    numa_topology::set_current_thread_node(Some(i % 2));
+                    *m.lock() += 1;
+                })
+            };
+            while matches!(raw.tail_code(), 0) || raw.tail_code() == before {
+                thread::yield_now();
+            }
+            w
+        })
+        .collect()
+}
+
 fn assert_exited_ok(status: i32, what: &str) {
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
@@ -85,29 +109,16 @@ fn held_across_fork_with_waiters_works_in_the_child() {
     for round in 0..10 {
         let m = Arc::new(Mutex::new(0u64));
         let g = m.lock();
-        let ws: Vec<_> = (0..3)
-            .map(|i| {
-                let m = m.clone();
-                thread::spawn(move || {
-                    numa_topology::set_current_thread_node(Some(i % 2));
-                    *m.lock() += 1;
-                })
-            })
-            .collect();
-        // SAFETY: only reads the waiter counts.
-        let raw = unsafe { m.raw() };
-        while raw.queued_waiters() + raw.parked_waiters() < 3 {
-            thread::yield_now();
-        }
+        let ws = queue_waiters(&m, 3);
         std::mem::forget(g);
         let status = in_child(|| {
             // SAFETY: the lock is held by this thread (the forking thread's
             // guard was forgotten before the fork).
-            unsafe { m.force_unlock(cst_mutex::MutexGuardState::new()) };
+            unsafe { m.force_unlock(cst_mutex::lock_api::GuardSend::new()) };
             contend_in_child(&m);
         });
         // SAFETY: as in the child.
-        unsafe { m.force_unlock(cst_mutex::MutexGuardState::new()) };
+        unsafe { m.force_unlock(cst_mutex::lock_api::GuardSend::new()) };
         for w in ws {
             w.join().unwrap();
         }
@@ -137,9 +148,9 @@ fn fork_while_others_contend() {
                 })
             })
             .collect();
-        // SAFETY: only reads the waiter counts.
+        // SAFETY: only reads the queue's tail.
         let raw = unsafe { m.raw() };
-        while raw.queued_waiters() + raw.parked_waiters() < 1 {
+        while !raw.has_queued_waiters() {
             thread::yield_now();
         }
         let status = in_child(|| {
@@ -158,8 +169,9 @@ fn fork_while_others_contend() {
 }
 
 /// The fork of `held_across_fork_with_waiters_works_in_the_child` while
-/// fresh threads of the parent park for the first time on another lock (on
-/// 2 CPUs with 4 threads they sleep in the parking lot all the time, and a
+/// fresh threads of the parent park for the first time on another lock
+/// (timed waiters: on 2 CPUs with 4 threads they sleep in the parking lot
+/// all the time, and a
 /// thread's first park may grow the lot's table, locking every bucket). The
 /// table is shared by every lock: a fork while another thread was inside
 /// one of its buckets left that bucket locked in the child, and the child's
@@ -177,40 +189,31 @@ fn fork_while_others_park_in_the_parking_lot() {
                 let (a, stop) = (a.clone(), stop.clone());
                 thread::spawn(move || {
                     numa_topology::set_current_thread_node(Some(i % 2));
+                    // Timed: their waits sleep outside the queue, in the
+                    // parking lot.
                     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        *a.lock() += 1;
+                        if let Some(mut g) = a.try_lock_for(std::time::Duration::from_millis(50)) {
+                            *g += 1;
+                        }
                     }
                 })
             })
             .collect();
         let m = Arc::new(Mutex::new(0u64));
         let g = m.lock();
-        let ws: Vec<_> = (0..3)
-            .map(|i| {
-                let m = m.clone();
-                thread::spawn(move || {
-                    numa_topology::set_current_thread_node(Some(i % 2));
-                    *m.lock() += 1;
-                })
-            })
-            .collect();
-        // SAFETY: only reads the waiter counts.
-        let raw = unsafe { m.raw() };
-        while raw.queued_waiters() + raw.parked_waiters() < 3 {
-            thread::yield_now();
-        }
+        let ws = queue_waiters(&m, 3);
         std::mem::forget(g);
         let status = in_child(|| {
             // SAFETY: the lock is held by this thread (its guard was
             // forgotten before the fork).
-            unsafe { m.force_unlock(cst_mutex::MutexGuardState::new()) };
+            unsafe { m.force_unlock(cst_mutex::lock_api::GuardSend::new()) };
             for _ in 0..1_000 {
                 *m.lock() += 1;
             }
             assert_eq!(*m.lock(), 1_000);
         });
         // SAFETY: as in the child.
-        unsafe { m.force_unlock(cst_mutex::MutexGuardState::new()) };
+        unsafe { m.force_unlock(cst_mutex::lock_api::GuardSend::new()) };
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for w in ws.into_iter().chain(churn) {
             w.join().unwrap();

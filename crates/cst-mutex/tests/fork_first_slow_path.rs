@@ -1,10 +1,11 @@
-//! A fork while another thread takes the process's first slow path, and so
-//! registers the crate's `pthread_atfork` handlers (when the registration at
-//! load failed): the child gets the memory as it was mid-registration. Its
-//! own threads' first slow paths must not wait for a registration that no
-//! thread of the child will finish.
+//! A fork while another thread makes the process's first park (a timed
+//! waiter asleep outside the mutex's queue), and so registers the crate's
+//! `pthread_atfork` handlers (when the registration at load failed): the
+//! child gets the memory as it was mid-registration. Its own threads' first
+//! parks must not wait for a registration that no thread of the child will
+//! finish.
 //!
-//! Its own test binary: the test needs the first slow path of the process.
+//! Its own test binary: the test needs the first park of the process.
 //! The binary defines `pthread_atfork` (an executable's definition comes
 //! before libc's, which lives in `libc_nonshared.a` and calls
 //! `__register_atfork`) and fails the calls made before `main` with
@@ -23,6 +24,7 @@ use cst_mutex::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread;
+use std::time::Duration;
 
 /// Set when the test starts: `pthread_atfork` fails before.
 static MAIN_STARTED: AtomicBool = AtomicBool::new(false);
@@ -74,12 +76,16 @@ static HELPER_TID: AtomicI32 = AtomicI32::new(0);
 static STOPPED: AtomicBool = AtomicBool::new(false);
 /// Set by the parent after the fork: the helper may go on.
 static RESUME: AtomicBool = AtomicBool::new(false);
+/// Set by the hook when a thread other than the helper registers (the
+/// child's waiter).
+static OTHER_REGISTERS: AtomicBool = AtomicBool::new(false);
 
 /// The registration hook: stops the helper (only the helper; a thread of the
 /// child that registers passes) until the parent has forked.
 fn stop_the_helper() {
     // SAFETY: `gettid` has no preconditions.
     if unsafe { libc::gettid() } != HELPER_TID.load(Ordering::SeqCst) {
+        OTHER_REGISTERS.store(true, Ordering::SeqCst);
         return;
     }
     STOPPED.store(true, Ordering::SeqCst);
@@ -99,9 +105,9 @@ fn fork_during_the_first_slow_path_leaves_a_usable_child() {
         thread::spawn(move || {
             // SAFETY: `gettid` has no preconditions.
             HELPER_TID.store(unsafe { libc::gettid() }, Ordering::SeqCst);
-            // The lock is held: the slow path, whose first step registers
-            // the fork handlers.
-            *m.lock() += 1;
+            // The lock is held: the timed waiter polls, then sleeps outside
+            // the queue, and its first park registers the fork handlers.
+            *m.try_lock_for(Duration::from_secs(60)).expect("timed out") += 1;
         })
     };
     while !STOPPED.load(Ordering::SeqCst) {
@@ -116,14 +122,14 @@ fn fork_during_the_first_slow_path_leaves_a_usable_child() {
         unsafe { libc::alarm(30) };
         let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // A thread of the child waits for the lock we still hold: its
-            // slow path starts with the registration.
+            // first park starts with the registration.
             let waiter = {
                 let m = m.clone();
-                thread::spawn(move || *m.lock() += 1)
+                thread::spawn(move || {
+                    *m.try_lock_for(Duration::from_secs(60)).expect("timed out") += 1;
+                })
             };
-            // It waits on its node's snode once past the registration.
-            // SAFETY: only reads the snode count.
-            while unsafe { m.raw() }.snode_count() == 0 {
+            while !OTHER_REGISTERS.load(Ordering::SeqCst) {
                 thread::yield_now();
             }
             drop(held);

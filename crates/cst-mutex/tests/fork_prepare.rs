@@ -100,8 +100,8 @@ fn a_first_slow_path_during_a_forks_prepare_handlers_leaves_a_usable_child() {
     // The process's first slow path: a thread that finds `LOCK` held.
     let waiter = thread::spawn(|| *LOCK.lock() += 1);
     await_state("the waiter to queue", || {
-        // SAFETY: only reads the lock's waiter counts.
-        unsafe { LOCK.raw() }.queued_waiters() != 0
+        // SAFETY: only reads the lock's queue tail.
+        unsafe { LOCK.raw() }.has_queued_waiters()
     });
     WAITING.store(true, Ordering::SeqCst);
     let pid = forker.join().unwrap();

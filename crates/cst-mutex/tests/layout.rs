@@ -4,25 +4,26 @@
 #[test]
 fn sizes() {
     use std::mem::size_of;
-    assert!(size_of::<cst_mutex::Mutex<()>>() <= 16);
-    assert!(size_of::<cst_mutex::Condvar>() <= 16);
-    assert!(size_of::<cst_mutex::RawMutex>() <= 2 * size_of::<usize>());
+    // The mutex is the queue lock it is built on, no more (8 bytes; numa-spin's
+    // feature `stats` adds the counters).
+    assert_eq!(
+        size_of::<cst_mutex::RawMutex>(),
+        size_of::<numa_spin::RawMutex>()
+    );
+    assert_eq!(
+        size_of::<cst_mutex::RawFairMutex>(),
+        size_of::<cst_mutex::RawMutex>()
+    );
     // The rwlock: the writers' queue lock, a 4-byte state word and a 4-byte
     // handle of its reader counters.
     assert_eq!(
         size_of::<cst_mutex::RawRwLock>(),
         size_of::<numa_spin::RawMutex>() + 8
     );
-    // The queue lock it is built on, no more (8 bytes; numa-spin's feature
-    // `stats` adds the counters to both).
-    assert_eq!(
-        size_of::<cst_mutex::next::RawMutex>(),
-        size_of::<numa_spin::RawMutex>()
-    );
+    assert!(size_of::<cst_mutex::Condvar>() <= 16);
     if size_of::<numa_spin::RawMutex>() == 8 {
-        // Without counters (the default): the promise of cst_mutex::Mutex.
-        assert!(size_of::<cst_mutex::next::Mutex<()>>() <= 16);
-        assert!(size_of::<cst_mutex::next::Condvar>() <= 16);
+        // Without counters (the default): the documented sizes.
+        assert_eq!(size_of::<cst_mutex::Mutex<()>>(), 8);
         assert!(size_of::<cst_mutex::RwLock<()>>() <= 16);
     }
 }

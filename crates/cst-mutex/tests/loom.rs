@@ -11,11 +11,11 @@
 #![cfg(numa_loom)]
 
 use cst_mutex::loom_hooks as hooks;
-use cst_mutex::{MutexGuardState, RawCondvar, RawMutex, RawRwLock};
-use lock_api::{RawCondvar as _, RawCondvarTimed as _};
+use cst_mutex::{RawCondvar, RawMutex, RawRwLock};
+use lock_api::RawCondvar as _;
 use lock_api::{
-    RawMutex as _, RawMutexFair as _, RawMutexTimed as _, RawRwLock as _, RawRwLockDowngrade as _,
-    RawRwLockUpgrade as _, RawRwLockUpgradeDowngrade as _, RawRwLockUpgradeTimed as _,
+    RawMutex as _, RawRwLock as _, RawRwLockDowngrade as _, RawRwLockUpgrade as _,
+    RawRwLockUpgradeDowngrade as _, RawRwLockUpgradeTimed as _,
 };
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -102,19 +102,13 @@ fn model_with(bound: usize, max_branches: usize, f: impl Fn() + Sync + Send + 's
     eprintln!("loom: {} executions", runs.load(Ordering::Relaxed));
 }
 
-/// Whether a mutex guard state is the fast path's (node unknown), not one
-/// returned by the slow path (which knows the node it waited on).
-fn fast_state(g: &MutexGuardState) -> bool {
-    format!("{g:?}") == format!("{:?}", MutexGuardState::new())
-}
-
 /// Two threads on two nodes: the loom cell reports any overlap.
 ///
-/// Counted: a holder saw the other thread parked (so its unlock took the
-/// slow path and woke it).
+/// Counted: a holder saw the other thread queued (so its unlock let the
+/// queue head in).
 #[test]
 fn mutex_exclusion() {
-    static PARKED: StdCounter = StdCounter::new(0);
+    static QUEUED: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(mutex(UnsafeCell::new(0u32)));
         let t = {
@@ -122,9 +116,9 @@ fn mutex_exclusion() {
             thread::spawn(move || {
                 hooks::set_node(1);
                 let g = m.lock();
-                // SAFETY: only reads a counter.
-                if unsafe { m.raw() }.parked_waiters() == 1 {
-                    PARKED.fetch_add(1, StdOrdering::Relaxed);
+                // SAFETY: only reads the queue's tail.
+                if unsafe { m.raw() }.has_queued_waiters() {
+                    QUEUED.fetch_add(1, StdOrdering::Relaxed);
                 }
                 bump(&g);
             })
@@ -132,9 +126,9 @@ fn mutex_exclusion() {
         hooks::set_node(0);
         {
             let g = m.lock();
-            // SAFETY: only reads a counter.
-            if unsafe { m.raw() }.parked_waiters() == 1 {
-                PARKED.fetch_add(1, StdOrdering::Relaxed);
+            // SAFETY: only reads the queue's tail.
+            if unsafe { m.raw() }.has_queued_waiters() {
+                QUEUED.fetch_add(1, StdOrdering::Relaxed);
             }
             bump(&g);
         }
@@ -142,78 +136,17 @@ fn mutex_exclusion() {
         let g = m.lock();
         assert_eq!(get(&g), 2);
     });
-    assert!(PARKED.load(StdOrdering::Relaxed) > 0, "no waiter parked");
+    assert!(QUEUED.load(StdOrdering::Relaxed) > 0, "no waiter queued");
 }
 
-/// As [`mutex_exclusion`] with the second thread spinning one round before
-/// it parks (a spinning waiter racing the release and the wake-up).
+/// A waiter queues (and parks on its queue node: the models' spin budget is
+/// 0) while the holder unlocks: it must be let in (loom reports a deadlock
+/// otherwise), and the queue is empty after it.
 ///
-/// Counted: runs in which the spinner took the lock on its slow path
-/// without parking, and runs in which it parked.
-#[test]
-fn mutex_exclusion_with_spinner() {
-    static SPUN_IN: StdCounter = StdCounter::new(0);
-    static PARKED: StdCounter = StdCounter::new(0);
-    model(|| {
-        let m = Arc::new(RawMutex::new());
-        let cell = Arc::new(UnsafeCell::new(0u32));
-        hooks::set_node(0);
-        let g = m.lock();
-        let t = {
-            let (m, cell) = (m.clone(), cell.clone());
-            thread::spawn(move || {
-                hooks::set_node(1);
-                hooks::set_spin_rounds(1);
-                let g = m.lock();
-                let slow = !fast_state(&g);
-                let parked = slow && (hooks::lot_parked() || hooks::queue_parked());
-                bump(&cell);
-                // SAFETY: our acquisition.
-                unsafe { m.unlock(g) };
-                (slow, parked)
-            })
-        };
-        bump(&cell);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        {
-            let g = m.lock();
-            bump(&cell);
-            // SAFETY: our acquisition.
-            unsafe { m.unlock(g) };
-        }
-        let (slow, parked) = t.join().unwrap();
-        let g = m.lock();
-        assert_eq!(get(&cell), 3);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        assert_eq!(m.parked_waiters(), 0);
-        // The waiter gave its snode back when it got the lock.
-        assert_eq!(m.snode_count(), 0, "idle mutex kept snodes");
-        if slow && !parked {
-            SPUN_IN.fetch_add(1, StdOrdering::Relaxed);
-        }
-        if parked {
-            PARKED.fetch_add(1, StdOrdering::Relaxed);
-        }
-    });
-    assert!(
-        SPUN_IN.load(StdOrdering::Relaxed) > 0,
-        "spinner never got in by spinning"
-    );
-    assert!(
-        PARKED.load(StdOrdering::Relaxed) > 0,
-        "spinner never parked"
-    );
-}
-
-/// A waiter parks while the holder unlocks: it must be woken (loom reports a
-/// deadlock otherwise), and nothing stays counted as parked.
-///
-/// Counted: the holder saw the waiter parked just before its unlock.
+/// Counted: the holder saw the waiter queued just before its unlock.
 #[test]
 fn no_lost_wakeup() {
-    static PARKED: StdCounter = StdCounter::new(0);
+    static QUEUED: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(mutex(0u32));
         hooks::set_node(0);
@@ -225,71 +158,17 @@ fn no_lost_wakeup() {
                 *m.lock() += 1;
             })
         };
-        // SAFETY: only reads a counter.
-        if unsafe { m.raw() }.parked_waiters() == 1 {
-            PARKED.fetch_add(1, StdOrdering::Relaxed);
+        // SAFETY: only reads the queue's tail.
+        if unsafe { m.raw() }.has_queued_waiters() {
+            QUEUED.fetch_add(1, StdOrdering::Relaxed);
         }
         drop(g);
         t.join().unwrap();
         assert_eq!(*m.lock(), 1);
-        // SAFETY: only reads a counter.
-        assert_eq!(unsafe { m.raw() }.parked_waiters(), 0);
+        // SAFETY: only reads the queue's tail.
+        assert!(!unsafe { m.raw() }.has_queued_waiters());
     });
-    assert!(PARKED.load(StdOrdering::Relaxed) > 0, "waiter never parked");
-}
-
-/// A timed waiter times out while the holder hands the lock over fairly:
-/// either it got the lock (and releases it) or it left the queue cleanly.
-///
-/// Counted: runs in which the waiter timed out after parking, and runs in
-/// which it was handed the lock by `unlock_fair` (its guard state is the
-/// slow path's and the holder saw it parked before the unlock).
-#[test]
-fn timeout_racing_handoff() {
-    static TIMED_OUT: StdCounter = StdCounter::new(0);
-    static HANDED: StdCounter = StdCounter::new(0);
-    model(|| {
-        let m = Arc::new(RawMutex::new());
-        hooks::set_node(0);
-        let g = m.lock();
-        let t = {
-            let m = m.clone();
-            thread::spawn(move || {
-                hooks::set_node(1);
-                // Far deadline: under loom the park may time out at any point.
-                if let Some(g) = m.try_lock_for(Duration::from_secs(3600)) {
-                    let slow = !fast_state(&g);
-                    // SAFETY: we hold the lock with state `g`.
-                    unsafe { m.unlock(g) };
-                    Some(slow)
-                } else {
-                    None
-                }
-            })
-        };
-        let parked = m.parked_waiters() == 1;
-        // SAFETY: we hold the lock with state `g`.
-        unsafe { m.unlock_fair(g) };
-        let got = t.join().unwrap();
-        assert_eq!(m.parked_waiters(), 0);
-        let g = m
-            .try_lock()
-            .expect("lock left held or queued after a timeout");
-        // SAFETY: we hold the lock with state `g`.
-        unsafe { m.unlock(g) };
-        match got {
-            // The deadline is far: a timeout comes only from the park.
-            None => {
-                TIMED_OUT.fetch_add(1, StdOrdering::Relaxed);
-            }
-            Some(true) if parked => {
-                HANDED.fetch_add(1, StdOrdering::Relaxed);
-            }
-            Some(_) => {}
-        }
-    });
-    assert!(TIMED_OUT.load(StdOrdering::Relaxed) > 0, "no timeout");
-    assert!(HANDED.load(StdOrdering::Relaxed) > 0, "no fair handoff");
+    assert!(QUEUED.load(StdOrdering::Relaxed) > 0, "waiter never queued");
 }
 
 /// Condvar: a notify racing the wait is never lost.
@@ -333,54 +212,6 @@ fn condvar_notify_racing_wait() {
     assert!(
         WOKEN.load(StdOrdering::Relaxed) > 0,
         "no waiter woken by the notify"
-    );
-}
-
-/// Condvar `notify_all` with two waiters: one is woken, the other requeued
-/// onto the mutex and woken by a mutex unlock; nobody is stranded.
-///
-/// Counted: `notify_all` found both waiters (one woken, one requeued).
-#[test]
-fn condvar_notify_all_requeues() {
-    static REQUEUED: StdCounter = StdCounter::new(0);
-    model(|| {
-        let pair = Arc::new((
-            RawMutex::new(),
-            RawCondvar::new(),
-            loom::sync::atomic::AtomicBool::new(false),
-        ));
-        let waiters: Vec<_> = (0..2)
-            .map(|node| {
-                let pair = pair.clone();
-                thread::spawn(move || {
-                    hooks::set_node(node);
-                    let mut g = pair.0.lock();
-                    while !pair.2.load(Relaxed) {
-                        // SAFETY: we hold `pair.0` with state `g`.
-                        unsafe { pair.1.wait(&pair.0, &mut g) };
-                    }
-                    // SAFETY: we hold the mutex with state `g`.
-                    unsafe { pair.0.unlock(g) };
-                })
-            })
-            .collect();
-        hooks::set_node(1);
-        let g = pair.0.lock();
-        pair.2.store(true, Relaxed);
-        let n = pair.1.notify_all();
-        // SAFETY: we hold the mutex with state `g`.
-        unsafe { pair.0.unlock(g) };
-        for w in waiters {
-            w.join().unwrap();
-        }
-        assert_eq!(pair.0.parked_waiters(), 0);
-        if n == 2 {
-            REQUEUED.fetch_add(1, StdOrdering::Relaxed);
-        }
-    });
-    assert!(
-        REQUEUED.load(StdOrdering::Relaxed) > 0,
-        "notify_all never requeued"
     );
 }
 
@@ -620,198 +451,11 @@ fn rwlock_recursive_read_joins_a_downgrading_writer() {
     );
 }
 
-/// Two threads of one node contend at once while a third holds the lock:
-/// they race to allocate the node's snode; exactly one snode survives.
-///
-/// Counted: the holder saw both waiters parked (both went through
-/// `get_or_insert` for node 0).
-#[test]
-fn snode_allocation_race() {
-    static BOTH_PARKED: StdCounter = StdCounter::new(0);
-    model_bounded(1, || {
-        let m = Arc::new(mutex(0u32));
-        hooks::set_node(1);
-        let g = m.lock();
-        let ts: Vec<_> = (0..2)
-            .map(|_| {
-                let m = m.clone();
-                thread::spawn(move || {
-                    hooks::set_node(0);
-                    *m.lock() += 1;
-                })
-            })
-            .collect();
-        // The waiters may park now.
-        thread::yield_now();
-        // SAFETY: only reads a counter.
-        if unsafe { m.raw() }.parked_waiters() == 2 {
-            BOTH_PARKED.fetch_add(1, StdOrdering::Relaxed);
-        }
-        drop(g);
-        for t in ts {
-            t.join().unwrap();
-        }
-        assert_eq!(*m.lock(), 2);
-        // SAFETY: only reads the snode list.
-        let raw = unsafe { m.raw() };
-        assert!(raw.snode_count() <= 2, "duplicate snode for one node");
-    });
-    assert!(
-        BOTH_PARKED.load(StdOrdering::Relaxed) > 0,
-        "never two parked"
-    );
-}
-
-/// The end of a contention gives the snodes back: the waiter that gets the
-/// lock last detaches them (no pin left), so the idle mutex holds none and
-/// could be freed without a drop; meanwhile another thread arrives and may
-/// load the old snode pointer, pin the detached snode or find it `DEAD`,
-/// and must look again (mutual exclusion, no lost wake-up, no snode left).
-///
-/// Asserted: the count, and no snode once all are done. Counted: runs in
-/// which both other threads took the slow path (so the arrival raced the
-/// first one's detach or waited with it).
-#[test]
-fn snodes_go_back_when_contention_ends() {
-    static BOTH_SLOW: StdCounter = StdCounter::new(0);
-    model(|| {
-        let m = Arc::new(RawMutex::new());
-        let cell = Arc::new(UnsafeCell::new(0u32));
-        hooks::set_node(0);
-        let g = m.lock();
-        let spawn = |node: usize| {
-            let (m, cell) = (m.clone(), cell.clone());
-            thread::spawn(move || {
-                hooks::set_node(node);
-                let g = m.lock();
-                let slow = !fast_state(&g);
-                bump(&cell);
-                // SAFETY: our acquisition.
-                unsafe { m.unlock(g) };
-                slow
-            })
-        };
-        let t1 = spawn(1);
-        // T1 may park now (on its node's snode).
-        thread::yield_now();
-        bump(&cell);
-        let t2 = spawn(0);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        let (s1, s2) = (t1.join().unwrap(), t2.join().unwrap());
-        assert_eq!(get(&cell), 3);
-        assert_eq!(m.parked_waiters(), 0);
-        assert_eq!(m.snode_count(), 0, "idle mutex kept snodes");
-        if s1 && s2 {
-            BOTH_SLOW.fetch_add(1, StdOrdering::Relaxed);
-        }
-    });
-    assert!(
-        BOTH_SLOW.load(StdOrdering::Relaxed) > 0,
-        "never two slow acquisitions"
-    );
-}
-
-/// Dropping a lock that holds snodes gives them back to the pool: a
-/// condvar waiter pins the mutex's requeue pseudo-snode while it waits, so
-/// the mutex holds it when the waiter times out... and the drop after the
-/// join finds none (the waiter's relock detached it) or gives it back.
-///
-/// Counted: the mutex held an snode while the waiter waited.
-#[test]
-fn drop_lock_with_snodes() {
-    static WITH_SNODE: StdCounter = StdCounter::new(0);
-    model(|| {
-        let m = Arc::new(RawMutex::new());
-        let cv = Arc::new(RawCondvar::new());
-        hooks::set_node(0);
-        let t = {
-            let (m, cv) = (m.clone(), cv.clone());
-            thread::spawn(move || {
-                hooks::set_node(1);
-                let mut g = m.lock();
-                // SAFETY: we hold `m` with `g`.
-                unsafe { cv.wait_until(&m, &mut g, &Instant::now()) };
-                // SAFETY: our acquisition.
-                unsafe { m.unlock(g) };
-            })
-        };
-        let g = m.lock();
-        if m.snode_count() == 1 {
-            WITH_SNODE.fetch_add(1, StdOrdering::Relaxed);
-        }
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        t.join().unwrap();
-        drop(m);
-    });
-    assert!(
-        WITH_SNODE.load(StdOrdering::Relaxed) > 0,
-        "no snode to give back"
-    );
-}
-
-/// Lost wake-up with a timed waiter: H holds the lock on node 0, Q (`lock`,
-/// node 1) parks, S (`try_lock_for`, node 0) spins one round and then parks
-/// or times out at any point. Every unlock with parked waiters must wake (or
-/// hand the lock to) a thread that is still parked: if the pick lands on S's
-/// snode after S timed out, the unlock picks again. Otherwise Q stays parked
-/// beside a free lock and loom reports a deadlock at the join.
-///
-/// Counted: H saw both parked just before its unlock (whose first pick is
-/// S's snode: H's own node, batch not exhausted) and S timed out.
-#[test]
-fn timed_waiter_leaving_does_not_strand_parked_waiter() {
-    static LEFT_BESIDE_Q: StdCounter = StdCounter::new(0);
-    model(|| {
-        let m = Arc::new(RawMutex::new());
-        hooks::set_node(0);
-        let g = m.lock();
-        let q = {
-            let m = m.clone();
-            thread::spawn(move || {
-                hooks::set_node(1);
-                let g = m.lock();
-                // SAFETY: we hold the lock with state `g`.
-                unsafe { m.unlock(g) };
-            })
-        };
-        let s = {
-            let m = m.clone();
-            thread::spawn(move || {
-                hooks::set_node(0);
-                hooks::set_spin_rounds(1);
-                // Far deadline: under loom the park may time out at any point.
-                if let Some(g) = m.try_lock_for(Duration::from_secs(3600)) {
-                    // SAFETY: we hold the lock with state `g`.
-                    unsafe { m.unlock(g) };
-                    false
-                } else {
-                    true
-                }
-            })
-        };
-        let both_parked = m.parked_waiters() == 2;
-        // SAFETY: we hold the lock with state `g`.
-        unsafe { m.unlock(g) };
-        q.join().unwrap();
-        let timed_out = s.join().unwrap();
-        assert_eq!(m.parked_waiters(), 0);
-        if both_parked && timed_out {
-            LEFT_BESIDE_Q.fetch_add(1, StdOrdering::Relaxed);
-        }
-    });
-    assert!(
-        LEFT_BESIDE_Q.load(StdOrdering::Relaxed) > 0,
-        "timed waiter never left beside a parked one"
-    );
-}
-
-/// `notify_all` requeues a timed condvar waiter onto the mutex, where it may
-/// time out at any point (leaving the requeue pseudo-snode) while the
-/// notifier's unlock picks that pseudo-snode; the other waiter (woken by
-/// `notify_all`, then parked on its node's queue or holding the mutex) must
-/// still get the mutex, and nothing stays counted as parked.
+/// `notify_all` moves a timed condvar waiter onto the mutex's sleepers, where
+/// it may time out at any point (which then counts as a notification: its
+/// mark stands for the sleepers left) while the notifier's unlock wakes it;
+/// the other waiter (woken by `notify_all`, then queued or holding the
+/// mutex) must still get the mutex, and no mark is left behind.
 ///
 /// Counted: `notify_all` woke one waiter and requeued the other.
 #[test]
@@ -833,7 +477,7 @@ fn requeued_timed_waiter_leaving() {
                         // SAFETY: we hold `pair.0` with state `g`.
                         unsafe {
                             if node == 0 {
-                                pair.1.wait_for(&pair.0, &mut g, &Duration::from_secs(3600));
+                                pair.1.wait_for_model(&pair.0);
                             } else {
                                 pair.1.wait(&pair.0, &mut g);
                             }
@@ -853,7 +497,7 @@ fn requeued_timed_waiter_leaving() {
         for w in waiters {
             w.join().unwrap();
         }
-        assert_eq!(pair.0.parked_waiters(), 0);
+        assert!(!pair.0.has_sleepers() && !pair.0.has_queued_waiters());
         if n == 2 {
             REQUEUED.fetch_add(1, StdOrdering::Relaxed);
         }
@@ -934,7 +578,7 @@ fn rwlock_node_readers_bit_cleared_by_writer() {
 static TRY_LOCK_AFTER_UNLOCK: StdCounter = StdCounter::new(0);
 
 /// `try_lock` succeeding after another thread's critical section must see it:
-/// the Acquire of `Cohort::try_lock`'s CAS.
+/// the Acquire of numa-spin's `try_acquire` CAS.
 #[test]
 fn mutex_try_lock_after_unlock() {
     model(|| {
@@ -956,135 +600,6 @@ fn mutex_try_lock_after_unlock() {
         t.join().unwrap();
     });
     assert!(TRY_LOCK_AFTER_UNLOCK.load(StdOrdering::Relaxed) > 0);
-}
-
-static BARGES: StdCounter = StdCounter::new(0);
-
-/// H holds the mutex and yields, so W1 and W2 can park on it; H unlocks,
-/// which wakes one of them and releases the lock in the same step, leaving
-/// the other counted as parked. X, arriving then, finds the lock free with a
-/// non-zero parked count and barges in through the fast path's second CAS,
-/// whose Acquire must order H's critical section before X's.
-///
-/// Counted: H saw both waiters parked just before its unlock, X's guard state
-/// is the fast path's (node unknown), and neither W had the lock before X got
-/// it. Then only H's unlock released the lock (one decrement of the parked
-/// count), so the count was still non-zero at X's first CAS, which failed: X
-/// got the lock through the second CAS.
-///
-/// Preemption bound 1: four threads; the barge needs no preemption (H's yield
-/// lets the waiters park).
-#[test]
-fn mutex_barging_past_parked_waiters() {
-    static W_LOCKED: StdCounter = StdCounter::new(0);
-    static TWO_PARKED: StdCounter = StdCounter::new(0);
-    model_bounded(1, || {
-        W_LOCKED.store(0, StdOrdering::Relaxed);
-        TWO_PARKED.store(0, StdOrdering::Relaxed);
-        let m = Arc::new(RawMutex::new());
-        let cell = Arc::new(UnsafeCell::new(0u32));
-        hooks::set_node(0);
-        let g = m.lock();
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let (m, cell) = (m.clone(), cell.clone());
-                thread::spawn(move || {
-                    hooks::set_node(0);
-                    let g = m.lock();
-                    W_LOCKED.store(1, StdOrdering::Relaxed);
-                    bump(&cell);
-                    // SAFETY: our acquisition.
-                    unsafe { m.unlock(g) };
-                })
-            })
-            .collect();
-        let x = {
-            let (m, cell) = (m.clone(), cell.clone());
-            thread::spawn(move || {
-                hooks::set_node(1);
-                let g = m.lock();
-                let no_w_before = W_LOCKED.load(StdOrdering::Relaxed) == 0;
-                let fast = format!("{g:?}") == format!("{:?}", MutexGuardState::new());
-                bump(&cell);
-                // SAFETY: our acquisition.
-                unsafe { m.unlock(g) };
-                if TWO_PARKED.load(StdOrdering::Relaxed) != 0 && no_w_before && fast {
-                    BARGES.fetch_add(1, StdOrdering::Relaxed);
-                }
-            })
-        };
-        bump(&cell);
-        // The waiters may park now.
-        thread::yield_now();
-        let two_parked = m.parked_waiters() == 2;
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        if two_parked {
-            TWO_PARKED.store(1, StdOrdering::Relaxed);
-        }
-        for w in waiters {
-            w.join().unwrap();
-        }
-        x.join().unwrap();
-        assert_eq!(get(&cell), 4);
-    });
-    assert!(BARGES.load(StdOrdering::Relaxed) > 0);
-}
-
-/// The mutex's slow unlock keeps the lock held until its last step: finding
-/// a parked waiter W, the unlocker T hands it the lock (T's fairness checks are
-/// all due) without ever freeing the word, so a barging thread H can never
-/// run between T's section and W's (and nothing of the lock is touched after
-/// the step that gives it away: the next owner may free it at once).
-///
-/// Asserted: a W that was handed the lock saw T's section and not H's.
-/// Counted: W was handed the lock.
-#[test]
-fn mutex_handoff_keeps_the_lock_held_throughout() {
-    static REACHED: StdCounter = StdCounter::new(0);
-    model_bounded(2, || {
-        let m = Arc::new(RawMutex::new());
-        let cell = Arc::new(UnsafeCell::new(0u32));
-        hooks::set_node(0);
-        let g = m.lock();
-        let w = {
-            let (m, cell) = (m.clone(), cell.clone());
-            thread::spawn(move || {
-                hooks::set_node(0);
-                let g = m.lock();
-                let handed = hooks::handed();
-                let seen = get(&cell);
-                // SAFETY: our acquisition.
-                unsafe { m.unlock(g) };
-                if handed {
-                    assert_eq!(seen, 1, "a section ran between the unlock and the hand-off");
-                    REACHED.fetch_add(1, StdOrdering::Relaxed);
-                }
-            })
-        };
-        // Let W park before H exists, so H can only barge.
-        while m.parked_waiters() == 0 {
-            thread::yield_now();
-        }
-        let h = {
-            let (m, cell) = (m.clone(), cell.clone());
-            thread::spawn(move || {
-                hooks::set_node(1);
-                if let Some(g) = m.try_lock() {
-                    bump(&cell);
-                    // SAFETY: our acquisition.
-                    unsafe { m.unlock(g) };
-                }
-            })
-        };
-        bump(&cell);
-        hooks::set_fairness_due(true);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        w.join().unwrap();
-        h.join().unwrap();
-    });
-    assert!(REACHED.load(StdOrdering::Relaxed) > 0);
 }
 
 static UPGRADABLE_THEN_WRITER: StdCounter = StdCounter::new(0);
@@ -1360,7 +875,7 @@ fn rwlock_node_reader_skipping_the_bit_vs_try_write() {
     node_reader_skipping_the_bit(false, &FLAGS);
 }
 
-// ---- timed upgrade, downgrade to upgradable, batch switching ------------------
+// ---- timed upgrade, downgrade to upgradable ---------------------------------------
 
 /// Whether readers are parked on the rwlock (`READERS_PARKED_BIT`, read from
 /// its `Debug` state; a Relaxed load, so only a coverage observation).
@@ -1520,270 +1035,7 @@ fn rwlock_try_upgrade_until_beside_readers() {
     timed_upgrade_beside_readers(true, &FLAGS);
 }
 
-/// The CST batch bound across three snodes (nodes 0, 1, 2), with the
-/// unlockers' batch bound set to 1 (`hooks::set_batch_bound`; the process-wide
-/// bound is shared by the models running in parallel). H (node 0) holds the
-/// lock until A (node 0), B (node 1) and C (node 2) are parked, then hands it
-/// over with `unlock_fair`: its own node's batch is 0, so A gets it (batch 1).
-/// H asks again and parks on node 0; once three are parked again, A hands
-/// over: node 0 still has a waiter (H) but its batch is spent, so the lock
-/// moves to the next snode in the cyclic list order, then the one after it,
-/// and only then back to node 0.
-///
-/// Before each handoff the unlocker synchronizes with the parked waiters
-/// through the parking lot's lock (see `wait_parked`).
-///
-/// Asserted: the acquisition order is H, A, succ(0), succ(succ(0)), H, where
-/// succ is the cyclic successor in the snode list. Counted: every run (the
-/// assertion is the switch).
-///
-/// Preemption bound 1 (`CST_LOOM_DEEP` raises it): four threads; the waits
-/// for three parked waiters are yield loops, which cost no preemption.
-#[test]
-fn mutex_batch_bound_switches_snodes_in_cyclic_order() {
-    use std::sync::Mutex as StdMutex;
-    static ORDER: StdMutex<Vec<usize>> = StdMutex::new(Vec::new());
-    static LIST: StdMutex<Vec<usize>> = StdMutex::new(Vec::new());
-    static SWITCHED: StdCounter = StdCounter::new(0);
-    fn record(node: usize) {
-        ORDER.lock().unwrap().push(node);
-    }
-    fn wait_parked(m: &RawMutex, n: usize) {
-        while m.parked_waiters() < n {
-            thread::yield_now();
-        }
-        // The waiters counted themselves on their snodes under the parking
-        // lot's lock (the loom shim's); taking that lock makes those counts
-        // visible to our pick (they are hints, read Relaxed: a stale one may
-        // send the lock to another snode, which is allowed, and not what this
-        // model is about). A timed wait on a private mutex we hold takes it:
-        // it parks (validate) and times out, nobody else knows the key.
-        let d = RawMutex::new();
-        let g = d.lock();
-        assert!(d.try_lock_for(Duration::from_secs(3600)).is_none());
-        // SAFETY: our acquisition of `d`.
-        unsafe { d.unlock(g) };
-    }
-    model_deep(1, 20_000, || {
-        ORDER.lock().unwrap().clear();
-        let m = Arc::new(RawMutex::new());
-        let cell = Arc::new(UnsafeCell::new(0u32));
-        hooks::set_node(0);
-        hooks::set_batch_bound(1);
-        let g = m.lock();
-        record(0);
-        let a = {
-            let (m, cell) = (m.clone(), cell.clone());
-            thread::spawn(move || {
-                hooks::set_node(0);
-                hooks::set_batch_bound(1);
-                let g = m.lock();
-                record(0);
-                bump(&cell);
-                wait_parked(&m, 3);
-                // SAFETY: our acquisition.
-                unsafe { m.unlock_fair(g) };
-            })
-        };
-        let others: Vec<_> = (1..=2)
-            .map(|node| {
-                let (m, cell) = (m.clone(), cell.clone());
-                thread::spawn(move || {
-                    hooks::set_node(node);
-                    hooks::set_batch_bound(1);
-                    let g = m.lock();
-                    record(node);
-                    bump(&cell);
-                    // SAFETY: our acquisition.
-                    unsafe { m.unlock_fair(g) };
-                })
-            })
-            .collect();
-        wait_parked(&m, 3);
-        // The snode list while the three wait (they hold their snodes; the
-        // list is given back once the last of them has the lock).
-        *LIST.lock().unwrap() = m.__snode_nodes();
-        bump(&cell);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock_fair(g) };
-        let g = m.lock();
-        record(0);
-        bump(&cell);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        a.join().unwrap();
-        for t in others {
-            t.join().unwrap();
-        }
-        assert_eq!(get(&cell), 5);
-        let list = LIST.lock().unwrap().clone();
-        assert_eq!(list.len(), 3, "one snode per node");
-        let succ = |n: usize| {
-            let i = list.iter().position(|&x| x == n).unwrap();
-            list[(i + 1) % list.len()]
-        };
-        let order = ORDER.lock().unwrap().clone();
-        assert_eq!(
-            order,
-            vec![0, 0, succ(0), succ(succ(0)), 0],
-            "snode list {list:?}"
-        );
-        assert_eq!(m.snode_count(), 0, "idle mutex kept snodes");
-        SWITCHED.fetch_add(1, StdOrdering::Relaxed);
-    });
-    assert!(SWITCHED.load(StdOrdering::Relaxed) > 0);
-}
-
-/// Two queued waiters of one node behind a holder of that node. The first
-/// to queue is the snode's head; with a successor behind it, it registers
-/// for a grant and spins; the holder's unlock claims the registration and
-/// swaps the lock into the head's queue node (the word stays locked), so the
-/// head's section must see the holder's (the cell), and a grant must never be
-/// lost: the head spending its budget and withdrawing races the claim (with
-/// two spin rounds it withdraws after two looks). The second waiter parks on
-/// its queue node and is woken by head-ship (or the head's wake-ahead).
-///
-/// The head that is granted passes head-ship *and its node's registration*
-/// (the word's `HEAD_ONE`, the snode's slot) to the second waiter, so the
-/// second grant writes no global word: the second waiter may be granted
-/// before it has even seen head-ship, and must then still find the grant.
-///
-/// Counted: runs in which a waiter got the lock by a grant, runs in which
-/// a waiter was granted through an inherited registration, and runs in which
-/// a waiter parked on its queue node.
-///
-/// Preemption bound 1 (`CST_LOOM_DEEP` raises it): three threads and the
-/// queue's steps.
-#[test]
-fn queue_grant_and_headship_within_a_node() {
-    static QPARKED: StdCounter = StdCounter::new(0);
-    static GRANTED: StdCounter = StdCounter::new(0);
-    static INHERITED: StdCounter = StdCounter::new(0);
-    model_deep(1, 200_000, || {
-        let m = Arc::new(RawMutex::new());
-        let cell = Arc::new(UnsafeCell::new(0u32));
-        hooks::set_node(0);
-        let g = m.lock();
-        let ws: Vec<_> = (0..2)
-            .map(|_| {
-                let (m, cell) = (m.clone(), cell.clone());
-                thread::spawn(move || {
-                    hooks::set_node(0);
-                    hooks::set_spin_rounds(2);
-                    let g = m.lock();
-                    let parked = hooks::queue_parked();
-                    let handed = hooks::handed();
-                    let inherited = hooks::inherited();
-                    bump(&cell);
-                    // SAFETY: our acquisition.
-                    unsafe { m.unlock(g) };
-                    (parked, handed, inherited)
-                })
-            })
-            .collect();
-        // Let the waiters queue and spin (yields cost no preemption).
-        for _ in 0..4 {
-            thread::yield_now();
-        }
-        bump(&cell);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        let (mut parked, mut handed, mut inherited) = (false, false, false);
-        for w in ws {
-            let (p, h, i) = w.join().unwrap();
-            parked |= p;
-            handed |= h;
-            inherited |= i;
-        }
-        if inherited {
-            INHERITED.fetch_add(1, StdOrdering::Relaxed);
-        }
-        let g = m.lock();
-        assert_eq!(get(&cell), 3);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        assert_eq!(m.parked_waiters(), 0);
-        if parked {
-            QPARKED.fetch_add(1, StdOrdering::Relaxed);
-        }
-        if handed {
-            GRANTED.fetch_add(1, StdOrdering::Relaxed);
-        }
-    });
-    assert!(GRANTED.load(StdOrdering::Relaxed) > 0, "no grant");
-    assert!(
-        INHERITED.load(StdOrdering::Relaxed) > 0,
-        "no grant through an inherited registration"
-    );
-    assert!(
-        QPARKED.load(StdOrdering::Relaxed) > 0,
-        "no waiter parked on its queue node"
-    );
-}
-
-/// A queue head that was given head-ship (and its node's registration) but
-/// has not run since is passed over by an unlock of an oversubscribed lock:
-/// the unlock releases the word instead of handing the lock to a thread
-/// that may wait for a CPU, and the head later takes the word itself (or is
-/// granted by a later unlock). Nobody may be stranded: the head was made
-/// runnable when it was given head-ship, and it is still registered.
-///
-/// Three threads of node 0: the holder, two queued waiters (spin rounds 2).
-/// The first waiter, once it holds the lock, unlocks as on an oversubscribed
-/// lock.
-///
-/// Counted: runs in which an unlock passed over a head that had not run.
-///
-/// Preemption bound 1 (`CST_LOOM_DEEP` raises it).
-#[test]
-fn queue_passes_a_head_that_has_not_run() {
-    static PASSED: StdCounter = StdCounter::new(0);
-    model_deep(1, 200_000, || {
-        let m = Arc::new(RawMutex::new());
-        let cell = Arc::new(UnsafeCell::new(0u32));
-        hooks::set_node(0);
-        let g = m.lock();
-        let ws: Vec<_> = (0..2)
-            .map(|_| {
-                let (m, cell) = (m.clone(), cell.clone());
-                thread::spawn(move || {
-                    hooks::set_node(0);
-                    hooks::set_spin_rounds(2);
-                    hooks::set_oversubscribed(true);
-                    let g = m.lock();
-                    bump(&cell);
-                    // SAFETY: our acquisition.
-                    unsafe { m.unlock(g) };
-                    hooks::passed_sleeper()
-                })
-            })
-            .collect();
-        for _ in 0..4 {
-            thread::yield_now();
-        }
-        bump(&cell);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        let mut passed = false;
-        for w in ws {
-            passed |= w.join().unwrap();
-        }
-        let g = m.lock();
-        assert_eq!(get(&cell), 3);
-        // SAFETY: our acquisition.
-        unsafe { m.unlock(g) };
-        assert_eq!(m.parked_waiters(), 0);
-        if passed {
-            PASSED.fetch_add(1, StdOrdering::Relaxed);
-        }
-    });
-    assert!(
-        PASSED.load(StdOrdering::Relaxed) > 0,
-        "no unlock passed over a head that had not run"
-    );
-}
-
-// ---- cst_mutex::next: numa-spin's queue with sleepers outside it -------------
+// ---- sleepers outside numa-spin's queue -----------------------------------------
 
 /// Two threads sleep outside the queue of a held `next::RawMutex` (they mark
 /// the word, then park on the mutex's address) while it is released and
@@ -1793,11 +1045,11 @@ fn queue_passes_a_head_that_has_not_run() {
 /// sleepers park before the release only with two preemptions: at bound 1
 /// a woken sleeper that forgot to mark the lock again passes.
 #[test]
-fn next_sleepers_are_never_lost() {
+fn sleepers_are_never_lost() {
     let slept = std::sync::Arc::new(StdCounter::new(0));
     let counted = slept.clone();
     model(move || {
-        let lock = Arc::new(cst_mutex::next::RawMutex::new());
+        let lock = Arc::new(cst_mutex::RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
         lock.acquire();
         let sleepers: Vec<_> = (0..2)
@@ -1834,9 +1086,9 @@ fn next_sleepers_are_never_lost() {
 /// parked, in loom's parking lot) while the holder releases: it either gets
 /// the lock or leaves it free and usable, with no mark left on a free word.
 #[test]
-fn next_timeout_racing_the_release() {
+fn timeout_racing_the_release() {
     model(|| {
-        let lock = Arc::new(cst_mutex::next::RawMutex::new());
+        let lock = Arc::new(cst_mutex::RawMutex::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
         lock.acquire();
         let (l, c) = (lock.clone(), cell.clone());
@@ -1866,12 +1118,11 @@ fn next_timeout_racing_the_release() {
 /// for it (the notifier holds it), so the releases that follow wake it. A
 /// waiter never woken is a deadlock; the flag is read under the mutex.
 #[test]
-fn next_condvar_notify_all_requeues_onto_the_mutex() {
-    use cst_mutex::next::{RawCondvar as NextCondvar, RawMutex as NextMutex};
+fn condvar_notify_all_requeues_onto_the_mutex() {
     use lock_api::RawCondvar as _;
     model(|| {
-        let m = Arc::new(NextMutex::new());
-        let cv = Arc::new(NextCondvar::new());
+        let m = Arc::new(RawMutex::new());
+        let cv = Arc::new(RawCondvar::new());
         let flag = Arc::new(UnsafeCell::new(0u32));
         let waiters: Vec<_> = (0..2)
             .map(|_| {

@@ -16,7 +16,7 @@
 
 use cst_mutex::loom_hooks as hooks;
 use cst_mutex::{RawCondvar, RawMutex, RawRwLock};
-use lock_api::{RawCondvar as _, RawCondvarTimed as _, RawMutex as _, RawRwLock as _};
+use lock_api::{RawCondvar as _, RawMutex as _, RawRwLock as _};
 use shuttle::sync::Arc;
 use shuttle::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use shuttle::thread;
@@ -57,8 +57,8 @@ fn check(f: impl Fn() + Send + Sync + 'static) {
 const LONG: Duration = Duration::from_secs(3600);
 
 /// 6 threads on 3 nodes, 20 operations each: plain `lock()`, `try_lock`,
-/// `try_lock_for` (a zero timeout, which expires while spinning, or a long one,
-/// which the model may expire while parked), `unlock_fair` and `bump`. Every
+/// timed attempts (`try_acquire_for_model`: the model may expire them while
+/// they sleep outside the queue), `unlock_fair` and `bump`. Every
 /// successful acquisition increments the counter; at the end the counter equals
 /// the successes. A lost wake-up leaves a `lock()` parked beside a free lock:
 /// shuttle reports the deadlock.
@@ -75,8 +75,16 @@ fn mutex_timed_and_plain_waiters() {
                     let mut mine = 0u64;
                     for op in 0..20usize {
                         let got = match (i + op) % 5 {
-                            0 if i % 3 == 0 => m.try_lock_for(Duration::ZERO),
-                            0 | 1 if i % 3 != 2 => m.try_lock_for(LONG),
+                            // The model's timed acquisition: one attempt,
+                            // then a sleep outside the queue that may time
+                            // out at any point.
+                            0 | 1 if i % 3 != 2 => {
+                                // SAFETY: only the raw lock's timed attempt.
+                                let raw = unsafe { m.raw() };
+                                // SAFETY: held once the attempt succeeded.
+                                raw.try_acquire_for_model()
+                                    .then(|| unsafe { m.make_guard_unchecked() })
+                            }
                             2 => m.try_lock(),
                             _ => Some(m.lock()),
                         };
@@ -96,16 +104,17 @@ fn mutex_timed_and_plain_waiters() {
             .collect();
         let total: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
         assert_eq!(*m.lock(), total);
-        // SAFETY: only reads a counter.
-        assert_eq!(unsafe { m.raw() }.parked_waiters(), 0);
+        // SAFETY: only reads the lock's words.
+        let raw = unsafe { m.raw() };
+        assert!(!raw.has_queued_waiters() && !raw.has_sleepers());
     });
 }
 
 /// The lost wake-up scenario, repeated on one lock: main (node 0) holds; Q
 /// (node 1) waits with `lock()`; S (node 0, spinning one round first) waits
-/// with `try_lock_for` and may time out while main unlocks. Q must always get
-/// the lock: if the unlock's only wake-up goes to S's snode just as S leaves,
-/// Q stays parked beside a free lock and shuttle reports the deadlock.
+/// with a timed attempt and may time out while main unlocks. Q must always
+/// get the lock: if the unlock's only wake-up goes to S just as S leaves, Q
+/// stays parked beside a free lock and shuttle reports the deadlock.
 #[test]
 fn timed_waiter_leaving_beside_parked_waiter() {
     check(|| {
@@ -125,8 +134,10 @@ fn timed_waiter_leaving_beside_parked_waiter() {
                 thread::spawn(move || {
                     hooks::set_node(0);
                     hooks::set_spin_rounds(1);
-                    if let Some(mut g) = m.try_lock_for(LONG) {
-                        *g += 1;
+                    // SAFETY: only the raw lock's timed attempt.
+                    if unsafe { m.raw() }.try_acquire_for_model() {
+                        // SAFETY: acquired just above.
+                        *unsafe { m.make_guard_unchecked() } += 1;
                     }
                 })
             };
@@ -137,8 +148,9 @@ fn timed_waiter_leaving_beside_parked_waiter() {
             s.join().unwrap();
             q.join().unwrap();
         }
-        // SAFETY: only reads a counter.
-        assert_eq!(unsafe { m.raw() }.parked_waiters(), 0);
+        // SAFETY: only reads the lock's words.
+        let raw = unsafe { m.raw() };
+        assert!(!raw.has_queued_waiters() && !raw.has_sleepers());
     });
 }
 
@@ -167,8 +179,8 @@ fn condvar_notify_against_hammered_mutex() {
                     if i == 2 && timed_waits < 3 {
                         timed_waits += 1;
                         // Timed: may time out (in the model) and re-check.
-                        // SAFETY: we hold `m` with state `g`.
-                        unsafe { cv.wait_for(m, &mut g, &LONG) };
+                        // SAFETY: we hold `m`.
+                        unsafe { cv.wait_for_model(m) };
                     } else {
                         // SAFETY: as above.
                         unsafe { cv.wait(m, &mut g) };
@@ -205,7 +217,7 @@ fn condvar_notify_against_hammered_mutex() {
         for t in threads {
             t.join().unwrap();
         }
-        assert_eq!(pair.0.parked_waiters(), 0);
+        assert!(!pair.0.has_queued_waiters() && !pair.0.has_sleepers());
     });
 }
 

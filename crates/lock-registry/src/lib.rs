@@ -69,7 +69,7 @@
 //!     .collect();
 //! assert_eq!(
 //!     visited,
-//!     ["cna", "queued", "hq", "combining", "cst", "cst-next", "parking_lot", "cst-rw", "parking_lot-rw"]
+//!     ["cna", "queued", "hq", "combining", "cst", "parking_lot", "cst-rw", "parking_lot-rw"]
 //! );
 //! ```
 //!
@@ -104,7 +104,6 @@ macro_rules! for_each_lock {
             hq:             "hq"             in "numa-spin",   timed_mutex($crate::numa_spin::RawHqMutex);
             combining:      "combining"      in "numa-spin",   combining_mutex($crate::numa_spin::RawCombiningMutex);
             cst:            "cst"            in "cst-mutex",   condvar($crate::cst_mutex::RawCondvar);
-            cst_next:       "cst-next"       in "cst-mutex",   condvar($crate::cst_mutex::next::RawCondvar);
             parking_lot:    "parking_lot"    in "parking_lot", condvar($crate::parking_lot::RawCondvar);
             std:            "std"            in "std",         data_mutex($crate::StdMutex);
             spin:           "spin"           in "spin",        data_mutex($crate::SpinMutex);

@@ -137,7 +137,7 @@ pub const fn fits<L>(n: usize, align: usize) -> bool {
 pub const NUMA_SPIN_FITS: bool = fits::<numa_spin::RawMutex>(16, 8)
     && fits::<numa_spin::RawQueuedMutex>(16, 8)
     && fits::<numa_spin::RawHqMutex>(16, 8)
-    && fits::<cst_mutex::next::RawMutex>(16, 8);
+    && fits::<cst_mutex::RawMutex>(16, 8);
 
 /// Whether cst's rwlock fits in the 16 bytes before `__readers`: it holds
 /// numa-spin's queue lock for its writers, so it does exactly when
@@ -228,7 +228,7 @@ mod tests {
             let l = &*p.cast::<numa_spin::RawHqMutex>();
             let g = l.try_lock().expect("zeroed hq is free");
             l.unlock(g);
-            let l = &*p.cast::<cst_mutex::next::RawMutex>();
+            let l = &*p.cast::<cst_mutex::RawMutex>();
             let g = l.try_lock().expect("zeroed cst is free");
             l.unlock(g);
         }

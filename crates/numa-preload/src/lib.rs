@@ -18,7 +18,7 @@
 //!
 //! | value | mutexes | rwlocks | condvars |
 //! | --- | --- | --- | --- |
-//! | `cst` (default, when unset or empty) | `cst_mutex::next::RawMutex` (numa-spin's CNA queue, blocking: parked waiters woken ahead of their turn) | `cst_mutex::RawRwLock` | futex sequence condvar ([`cond`]) |
+//! | `cst` (default, when unset or empty) | `cst_mutex::RawMutex` (numa-spin's CNA queue, blocking: parked waiters woken ahead of their turn) | `cst_mutex::RawRwLock` | futex sequence condvar ([`cond`]) |
 //! | `cna` | `numa_spin::RawMutex` (CNA) | `cst_mutex::RawRwLock` | futex sequence condvar |
 //! | `queued` | `numa_spin::RawQueuedMutex` (MCS-style queue, no NUMA reordering) | `cst_mutex::RawRwLock` | futex sequence condvar |
 //! | `hq` | `numa_spin::RawHqMutex` | `cst_mutex::RawRwLock` | futex sequence condvar |

@@ -47,7 +47,7 @@ pub enum Mode {
     Queued = 3,
     /// `numa_spin::RawHqMutex`: the HQ lock.
     Hq = 4,
-    /// `cst_mutex::next::RawMutex` (cst-mutex's blocking mutex on numa-spin's
+    /// `cst_mutex::RawMutex` (cst-mutex's blocking mutex on numa-spin's
     /// CNA queue) and `cst_mutex::RawRwLock`.
     Cst = 5,
 }

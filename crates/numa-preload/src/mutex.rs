@@ -71,7 +71,7 @@ macro_rules! in_place_numa_spin {
 in_place_numa_spin!(numa_spin::RawMutex);
 in_place_numa_spin!(numa_spin::RawQueuedMutex);
 in_place_numa_spin!(numa_spin::RawHqMutex);
-in_place_numa_spin!(cst_mutex::next::RawMutex);
+in_place_numa_spin!(cst_mutex::RawMutex);
 
 /// Our view of `m`.
 ///
@@ -483,7 +483,7 @@ macro_rules! with_mutex {
                 $body
             }
             $crate::mode::Mode::Cst => {
-                type $L = cst_mutex::next::RawMutex;
+                type $L = cst_mutex::RawMutex;
                 $body
             }
         }

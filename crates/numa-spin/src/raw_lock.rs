@@ -344,6 +344,16 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         self.tail.load(Ordering::Relaxed)
     }
 
+    /// The queue-node code of the last queued waiter (0: nobody queued), a
+    /// momentary snapshot for tests that wait for waiters to queue one at a
+    /// time: each new waiter's code differs from its predecessor's. Not a
+    /// stable API (under a user's loom model: always 0).
+    #[doc(hidden)]
+    pub fn tail_code(&self) -> u32 {
+        crate::glue::model_route!(0);
+        self.tail.load(Ordering::Relaxed) >> TAIL_SHIFT
+    }
+
     /// A snapshot of the lock's counters (feature `stats`).
     #[cfg(feature = "stats")]
     #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]

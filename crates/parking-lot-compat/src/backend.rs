@@ -8,9 +8,7 @@ compile_error!("parking_lot (NUMA drop-in): build.rs selected no backend");
 /// `cst`: cst-mutex's blocking mutex on numa-spin's CNA queue (parked
 /// waiters woken ahead of their turn; timed waiters asleep outside the queue).
 #[cfg(plc_backend = "cst")]
-pub use cst_mutex::RawThreadId;
-#[cfg(plc_backend = "cst")]
-pub use cst_mutex::next::{RawFairMutex, RawMutex};
+pub use cst_mutex::{RawFairMutex, RawMutex, RawThreadId};
 
 #[cfg(plc_backend = "cna")]
 pub use numa_spin::{RawFairMutex, RawMutex, RawThreadId};
@@ -36,12 +34,12 @@ pub const NAME: &str = "hq";
 /// The condition variable of the `cst` backend: cst-mutex's own, which moves
 /// the waiters of a `notify_all` onto the mutex instead of waking them all.
 #[cfg(plc_backend = "cst")]
-pub(crate) struct RawCondvar(cst_mutex::next::RawCondvar);
+pub(crate) struct RawCondvar(cst_mutex::RawCondvar);
 
 #[cfg(plc_backend = "cst")]
 impl RawCondvar {
     pub(crate) const fn new() -> Self {
-        RawCondvar(cst_mutex::next::RawCondvar::new())
+        RawCondvar(cst_mutex::RawCondvar::new())
     }
 
     #[inline]

@@ -5,10 +5,9 @@
 
 use super::{
     DRAIN_BIT, ExclusiveGuardState, FAST, NODE_READERS_BIT, READER_MASK, READER_ONE,
-    READERS_PARKED_BIT, RawRwLock, SharedGuardState, WRITER_BIT, untimed_lock_failed,
+    READERS_PARKED_BIT, RawRwLock, SharedGuardState, TOKEN_HANDOFF, TOKEN_NORMAL, WRITER_BIT,
+    spin_round, spin_rounds, untimed_lock_failed,
 };
-use crate::cohort::{TOKEN_HANDOFF, TOKEN_NORMAL};
-use crate::spin::{spin_round, spin_rounds};
 use crate::sync::{self, Ordering, ParkToken, fence};
 use std::time::Instant;
 

@@ -2,7 +2,7 @@
 //!
 //! # Policy (neither readers nor writers starve)
 //!
-//! * Writers (and upgradable readers) serialise on a [`next::RawMutex`]
+//! * Writers (and upgradable readers) serialise on a [`RawMutex`]
 //!   (numa-spin's CNA queue lock with bounded stealing, parking and the
 //!   wake-ahead), with its NUMA ordering, spin-then-park and fairness.
 //! * A writer then sets `WRITER_BIT` in the state word, which stops new
@@ -41,16 +41,59 @@
 //! | 3 | `NODE_READERS_BIT` | readers may be counted on the per-node counters (set by such a reader before it enters, cleared by a writer that drained them) |
 //! | 4 .. 32 | readers | readers counted in the word itself (at most 2^28 - 1) |
 //!
-//! [`next::RawMutex`]: crate::next::RawMutex
+//! [`RawMutex`]: crate::RawMutex
 
 pub(crate) mod counters;
 mod exclusive;
 mod shared;
 
-use crate::next::RawMutex as WriterMutex;
-use crate::sync::{AtomicU32, AtomicUsize, Ordering, fence};
+use crate::RawMutex as WriterMutex;
+use crate::sync::{self, AtomicU32, AtomicUsize, Ordering, UnparkToken, fence};
 use counters::{CounterSet, pool};
 use std::time::{Duration, Instant};
+
+/// The unpark token of a plain wake-up: the woken thread tries again.
+pub(crate) const TOKEN_NORMAL: UnparkToken = UnparkToken(0);
+/// The unpark token of a hand-off: the woken readers hold the lock.
+pub(crate) const TOKEN_HANDOFF: UnparkToken = UnparkToken(1);
+
+/// Bounded spinning rounds before a reader or a writer draining readers
+/// parks: rounds 1 to [`PAUSE_ROUNDS`] pause 1, 2 and 4 times, the rest
+/// yield the CPU (7 yields): parking_lot_core 0.10's `SpinWait` schedule.
+#[cfg_attr(numa_loom, allow(dead_code))]
+const SPIN_ROUNDS: u32 = 10;
+
+/// The spinning rounds that pause instead of yielding.
+#[cfg_attr(numa_loom, allow(dead_code))]
+const PAUSE_ROUNDS: u32 = 3;
+
+/// [`SPIN_ROUNDS`], or under loom the per-thread value the model chose (0 by
+/// default: loom runs the holder as soon as a waiter yields, so a spinning
+/// waiter would never reach the parking paths).
+#[inline]
+pub(crate) fn spin_rounds() -> u32 {
+    #[cfg(not(numa_loom))]
+    {
+        SPIN_ROUNDS
+    }
+    #[cfg(numa_loom)]
+    {
+        sync::loom_spin_rounds()
+    }
+}
+
+/// One round of bounded spinning (`round` counts from 1): rounds up to
+/// [`PAUSE_ROUNDS`] pause `2^(round - 1)` times, later rounds yield the CPU.
+#[inline]
+pub(crate) fn spin_round(round: u32) {
+    if cfg!(not(numa_loom)) && round <= PAUSE_ROUNDS {
+        for _ in 0..(1u32 << (round - 1)) {
+            sync::spin_loop();
+        }
+    } else {
+        sync::yield_now();
+    }
+}
 
 /// A writer holds or drains the lock; new readers wait.
 pub(crate) const WRITER_BIT: u32 = 2;

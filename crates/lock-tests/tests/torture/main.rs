@@ -154,15 +154,6 @@ struct Outcome {
     leaked: (i64, i64),
 }
 
-/// cst-mutex's snode memory (bytes, allocations), as `i64`s.
-fn snodes() -> (i64, i64) {
-    let (bytes, blocks) = lock_tests::registry::cst_mutex::snode_memory();
-    (
-        i64::try_from(bytes).unwrap_or(i64::MAX),
-        i64::try_from(blocks).unwrap_or(i64::MAX),
-    )
-}
-
 /// Warm-up, then one run of `target` with allocation counting around it.
 fn measure<L: Send + Sync + 'static>(
     target: &'static Target<L>,
@@ -181,19 +172,12 @@ fn measure<L: Send + Sync + 'static>(
     }
     count_this_thread(true);
     let before = live();
-    let snodes_before = snodes();
     let result = engine::run(target, threads, duration, grace, seed);
     let after = live();
-    let snodes_after = snodes();
     count_this_thread(false);
-    // cst-mutex's snodes are never freed (a type-stable pool): the pool's
-    // growth during the run is not a leak.
     Outcome {
         result,
-        leaked: (
-            after.0 - before.0 - (snodes_after.0 - snodes_before.0),
-            after.1 - before.1 - (snodes_after.1 - snodes_before.1),
-        ),
+        leaked: (after.0 - before.0, after.1 - before.1),
     }
 }
 
