@@ -104,49 +104,43 @@ fn model_with(bound: usize, max_branches: usize, f: impl Fn() + Sync + Send + 's
 
 /// Two threads on two nodes: the loom cell reports any overlap.
 ///
-/// Counted: a holder saw the other thread queued (so its unlock let the
-/// queue head in).
+/// Counted: a thread found the lock held just before its `lock()` (so it
+/// waited: spinning for the word, queued or parked).
 #[test]
 fn mutex_exclusion() {
-    static QUEUED: StdCounter = StdCounter::new(0);
+    static WAITED: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(mutex(UnsafeCell::new(0u32)));
         let t = {
             let m = m.clone();
             thread::spawn(move || {
                 hooks::set_node(1);
-                let g = m.lock();
-                // SAFETY: only reads the queue's tail.
-                if unsafe { m.raw() }.has_queued_waiters() {
-                    QUEUED.fetch_add(1, StdOrdering::Relaxed);
+                if m.is_locked() {
+                    WAITED.fetch_add(1, StdOrdering::Relaxed);
                 }
-                bump(&g);
+                bump(&m.lock());
             })
         };
         hooks::set_node(0);
-        {
-            let g = m.lock();
-            // SAFETY: only reads the queue's tail.
-            if unsafe { m.raw() }.has_queued_waiters() {
-                QUEUED.fetch_add(1, StdOrdering::Relaxed);
-            }
-            bump(&g);
+        if m.is_locked() {
+            WAITED.fetch_add(1, StdOrdering::Relaxed);
         }
+        bump(&m.lock());
         t.join().unwrap();
         let g = m.lock();
         assert_eq!(get(&g), 2);
     });
-    assert!(QUEUED.load(StdOrdering::Relaxed) > 0, "no waiter queued");
+    assert!(WAITED.load(StdOrdering::Relaxed) > 0, "nobody waited");
 }
 
-/// A waiter queues (and parks on its queue node: the models' spin budget is
-/// 0) while the holder unlocks: it must be let in (loom reports a deadlock
-/// otherwise), and the queue is empty after it.
+/// A waiter arrives while the holder holds and unlocks: it must get the
+/// lock (loom reports a deadlock otherwise), and neither the queue nor the
+/// sleepers' mark is left behind.
 ///
-/// Counted: the holder saw the waiter queued just before its unlock.
+/// Counted: the waiter found the lock held just before its `lock()`.
 #[test]
 fn no_lost_wakeup() {
-    static QUEUED: StdCounter = StdCounter::new(0);
+    static WAITED: StdCounter = StdCounter::new(0);
     model(|| {
         let m = Arc::new(mutex(0u32));
         hooks::set_node(0);
@@ -155,20 +149,23 @@ fn no_lost_wakeup() {
             let m = m.clone();
             thread::spawn(move || {
                 hooks::set_node(1);
+                if m.is_locked() {
+                    WAITED.fetch_add(1, StdOrdering::Relaxed);
+                }
                 *m.lock() += 1;
             })
         };
-        // SAFETY: only reads the queue's tail.
-        if unsafe { m.raw() }.has_queued_waiters() {
-            QUEUED.fetch_add(1, StdOrdering::Relaxed);
-        }
         drop(g);
         t.join().unwrap();
         assert_eq!(*m.lock(), 1);
-        // SAFETY: only reads the queue's tail.
-        assert!(!unsafe { m.raw() }.has_queued_waiters());
+        // SAFETY: only reads the lock's words.
+        let raw = unsafe { m.raw() };
+        assert!(!raw.has_queued_waiters() && !raw.has_sleepers());
     });
-    assert!(QUEUED.load(StdOrdering::Relaxed) > 0, "waiter never queued");
+    assert!(
+        WAITED.load(StdOrdering::Relaxed) > 0,
+        "the waiter never waited"
+    );
 }
 
 /// Condvar: a notify racing the wait is never lost.
@@ -520,7 +517,7 @@ fn requeued_timed_waiter_leaving() {
 #[test]
 fn rwlock_node_readers_bit_cleared_by_writer() {
     static NODE_READ_BETWEEN: StdCounter = StdCounter::new(0);
-    model(|| {
+    model_deep(1, 1_000, || {
         let l = Arc::new(RawRwLock::new());
         let cell = Arc::new(UnsafeCell::new(0u32));
         let readers: Vec<_> = (0..2)
