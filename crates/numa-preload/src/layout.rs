@@ -18,7 +18,7 @@
 //! | 36..40 | unused | |
 //!
 //! All-zero is an unlocked normal mutex for every lock (numa-spin: `locked` and
-//! `tail` 0; cst: state 0 and an empty snode list).
+//! `tail` 0, which is cst's mutex too).
 //!
 //! # `pthread_rwlock_t` (56 bytes, 8-aligned)
 //!

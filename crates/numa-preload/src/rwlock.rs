@@ -145,9 +145,10 @@ pub unsafe fn init(l: *mut pthread_rwlock_t, attr: *const pthread_rwlockattr_t) 
     0
 }
 
-/// `pthread_rwlock_destroy`: frees cst's snodes; a locked rwlock is left as
-/// it is and 0 returned, as glibc does (POSIX makes destroying a locked rwlock
-/// undefined; freeing the snodes under its holders would be a use after free).
+/// `pthread_rwlock_destroy`: gives cst's reader counters back to their pool;
+/// a locked rwlock is left as it is and 0 returned, as glibc does (POSIX makes
+/// destroying a locked rwlock undefined; giving the counters back under its
+/// readers would let another lock's readers count on them).
 ///
 /// # Safety
 ///
