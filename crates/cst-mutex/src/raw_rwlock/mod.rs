@@ -345,11 +345,15 @@ impl RawRwLock {
             return Some(set);
         }
         let id = pool().claim(self as *const Self as usize >> 4)?;
-        // Release/Acquire: publishes the claimed set's zeros to the readers
-        // that load the id, and acquires a winner's on failure.
+        // Release on success: publishes the claimed set's zeros (which our
+        // claim acquired from the previous lock's `free`) to the readers
+        // that load the id. The 0 it replaces is the lock's initial value
+        // or one stored under `&mut self` (`release_snodes`), so there is
+        // nothing to acquire. Acquire on failure: the winner's id, whose
+        // set's zeros its Release published.
         match self
             .counters
-            .compare_exchange(0, id, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(0, id, Ordering::Release, Ordering::Acquire)
         {
             Ok(_) => Some(pool().set(id)),
             Err(won) => {
