@@ -190,7 +190,7 @@
 //!
 //! # Cargo features
 //!
-//! * `stats`: numa-spin's per-lock counters ([`numa_spin::Stats`]), read with
+//! * `stats`: numa-spin's per-lock counters (`numa_spin::Stats`), read with
 //!   `RawMutex::stats` / `RawRwLock::stats`;
 //! * `lock_api_04`, `arc_lock`, `serde`, `owning_ref`: see `Cargo.toml`.
 //!

@@ -67,8 +67,8 @@ pub(crate) const MORE_SLEEPERS: UnparkToken = UnparkToken(1);
 pub(crate) const LAST_SLEEPER: UnparkToken = UnparkToken(0);
 
 /// A NUMA-aware blocking mutex on numa-spin's CNA queue (see the
-/// [module docs](self)): 8 bytes (the queue lock's; more with numa-spin's
-/// feature `stats`), `const fn new`, no heap memory.
+/// [crate docs](crate#what-it-is)): 8 bytes (the queue lock's; more with
+/// numa-spin's feature `stats`), `const fn new`, no heap memory.
 ///
 /// # Fairness
 ///
