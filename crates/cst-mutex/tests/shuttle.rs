@@ -82,8 +82,9 @@ fn mutex_timed_and_plain_waiters() {
                                 // SAFETY: only the raw lock's timed attempt.
                                 let raw = unsafe { m.raw() };
                                 // SAFETY: held once the attempt succeeded.
-                                raw.try_acquire_for_model()
-                                    .then(|| unsafe { m.make_guard_unchecked() })
+                                raw.try_acquire_for_model().then(|| unsafe {
+                                    m.make_guard_unchecked(lock_api::GuardSend::new())
+                                })
                             }
                             2 => m.try_lock(),
                             _ => Some(m.lock()),
@@ -137,7 +138,7 @@ fn timed_waiter_leaving_beside_parked_waiter() {
                     // SAFETY: only the raw lock's timed attempt.
                     if unsafe { m.raw() }.try_acquire_for_model() {
                         // SAFETY: acquired just above.
-                        *unsafe { m.make_guard_unchecked() } += 1;
+                        *unsafe { m.make_guard_unchecked(lock_api::GuardSend::new()) } += 1;
                     }
                 })
             };
