@@ -1034,7 +1034,7 @@ fn rwlock_try_upgrade_until_beside_readers() {
 
 // ---- sleepers outside numa-spin's queue -----------------------------------------
 
-/// Two threads sleep outside the queue of a held `next::RawMutex` (they mark
+/// Two threads sleep outside the queue of a held `RawMutex` (they mark
 /// the word, then park on the mutex's address) while it is released and
 /// re-taken: the release that finds the mark wakes one, which marks the lock
 /// again for the other (it learnt from the parking lot that one is left).

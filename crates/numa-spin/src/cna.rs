@@ -78,10 +78,11 @@ fn numa_of(code: u32) -> u32 {
 /// critical section); so unless the next few heads are awake already, every
 /// hand-off leaves a CPU with nothing to run. Measured on the 2-CPU guest,
 /// `run --lock cst-next --workload locktorture --threads 32 --duration 3s
-/// --virtual-nodes 2`, CPU idle time from `/proc/stat` (ops/us): depth 1
+/// --virtual-nodes 2` (cst-mutex's mutex, now registered as `cst`), CPU
+/// idle time from `/proc/stat` (ops/us): depth 1
 /// 22.6% (12.4), 2 20.5% (13.2), 4 11.6% (14.2), 8 3.5-4.7% (13.5-14.6),
 /// 12 0.3% (17.2), 16 0.3-0.8% (13.9-17.4), 32 0.2% (14.6); parking_lot 0.2%
-/// (10.1), today's cst 0.3% (12.5).
+/// (10.1), cst-mutex's former CST queue 0.3% (12.5).
 const WAKE_AHEAD_DEPTH: usize = 16;
 
 /// With [`Tunables::wake_ahead`]: the queue head, waiting for a held lock,

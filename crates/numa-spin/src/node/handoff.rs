@@ -68,7 +68,8 @@ pub(crate) fn wait_signal(word: &AtomicU32, cfg: &crate::Config) -> u32 {
 /// several heads that each run only when the scheduler gives them a slice,
 /// milliseconds; one that parks again first leaves a CPU idle at its
 /// hand-off. Measured on the 2-CPU guest, 32 threads of `run --lock
-/// cst-next --workload locktorture --duration 3s --virtual-nodes 2`, CPU
+/// cst-next` (cst-mutex's mutex, now registered as `cst`) `--workload
+/// locktorture --duration 3s --virtual-nodes 2`, CPU
 /// idle time from `/proc/stat`: parking again after its spin budget
 /// (20 us) 19-20%, after 1 ms 25%, 10 ms 2.9%, 100 ms 0.7-0.8%, never
 /// 0.5-0.8%. The queue head stops waking waiters once it has itself waited
