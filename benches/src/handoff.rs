@@ -430,6 +430,10 @@ mod imp {
     const HOLDER: u32 = 1;
     const WAITER: u32 = 2;
 
+    /// Attempts per requested sample before a batch stops short of its
+    /// count: a path taken in 5% of the attempts still gets every sample.
+    const MAX_ATTEMPTS_PER_SAMPLE: usize = 20;
+
     /// Round trips of the measurement before and after a batch.
     const RTT_TRIPS: u32 = 2_000;
     /// Round trips of the measurement every [`RTT_EVERY`] samples, which
@@ -732,11 +736,14 @@ mod imp {
         let mut rtts = Vec::with_capacity(samples);
         let mut misses = 0;
         // A path taken in under 1% of the attempts gives up after as many
-        // attempts as samples (it will be reported as not taken).
+        // attempts as samples (it will be reported as not taken). One that
+        // is a race the waiter often wins (`retake` at a 0 ns critical
+        // section: 12-20% of the attempts on the 2-CPU guest) gets up to
+        // `MAX_ATTEMPTS_PER_SAMPLE` attempts per sample to reach its count.
         let mut attempts = 0usize;
         let mut i = 0usize;
         while ticks.len() < samples
-            && attempts < samples * 4
+            && attempts < samples * MAX_ATTEMPTS_PER_SAMPLE
             && (attempts < samples || ticks.len() * 100 >= attempts)
         {
             attempts += 1;
