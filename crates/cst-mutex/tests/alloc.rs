@@ -141,11 +141,11 @@ fn uncontended_lock_api_04_reads_never_allocate() {
 /// Contended locks hold no heap memory: once each thread has made its first
 /// contended acquisition and first park (numa-spin's queue-node slot, the
 /// parking lot's per-thread data and table), contended mutexes (queued,
-/// timed and condition-variable waiters), rwlocks and fair mutexes, each set
-/// forgotten without a drop afterwards (as C frees a `pthread_mutex_t`
-/// without `pthread_mutex_destroy`), make no allocation at all. Counted per
-/// thread, on every thread of the contention, after the same threads warmed
-/// up on a set of their own.
+/// timed and condition-variable waiters), rwlocks and fair mutexes make no
+/// allocation at all, so there is nothing a lock freed without a drop (as C
+/// frees a `pthread_mutex_t` without `pthread_mutex_destroy`) could leak.
+/// Counted per thread, on every thread of the contention, after the same
+/// threads warmed up on a set of their own.
 #[test]
 fn contended_locks_allocate_nothing_after_warm_up() {
     use cst_mutex::{Condvar, FairMutex};
@@ -214,5 +214,4 @@ fn contended_locks_allocate_nothing_after_warm_up() {
         let n = allocs[r].load(Ordering::SeqCst);
         assert_eq!(n, 0, "round {r}: contended locks allocated {n} times");
     }
-    std::mem::forget(sets);
 }
