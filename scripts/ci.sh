@@ -103,7 +103,7 @@ RUSTFLAGS="--cfg numa_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom 
 # (a clean-clone CI run took 41-45 minutes on 2 CPUs with 4-minute shares, the
 # budget is 45). The full runs (every site of both crates) are
 # scripts/verify-deep.sh.
-step "a user's loom models over numa-spin's locks (examples/loom-user: RUSTFLAGS=--cfg loom, the locks' loom feature, LOOM_MAX_PREEMPTIONS=2)"
+step "a user's loom models over numa-spin's and cst-mutex's locks (examples/loom-user: RUSTFLAGS=--cfg loom, the locks' loom feature, LOOM_MAX_PREEMPTIONS=2)"
 (cd examples/loom-user && RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
     CARGO_TARGET_DIR=../../target/loom-user cargo test --release -- --nocapture)
 

@@ -188,11 +188,67 @@
 //! without a CPU hog). Contention between threads that really run at once
 //! is not seen on 2 CPUs. Benchmarks, not unit tests, check speed.
 //!
+//! # Checking your own code with loom
+//!
+//! Build your crate's models with `RUSTFLAGS="--cfg loom"` and this crate's `loom`
+//! feature, enabled only under the cfg so that loom stays out of every other build:
+//!
+//! ```toml
+//! [target.'cfg(loom)'.dependencies]
+//! cst-mutex = { version = "0.1", features = ["loom"] }
+//! loom = "0.7"
+//! ```
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release
+//! ```
+//!
+//! `Mutex`, `FairMutex`, `ReentrantMutex`, `RwLock` and `Condvar` keep their API (`new` and
+//! `INIT` stay `const`, guards, timeouts, `lock_api`'s traits). What loom explores is your
+//! code around each lock's semantics, not the lock's algorithm (this crate's own models in
+//! `tests/loom.rs` check that, under `--cfg numa_loom`):
+//! - the mutexes run on numa-spin's model exclusion, one `loom::sync::Mutex` per lock made
+//!   on its first use in each execution (numa-spin's README, "Checking your own code with
+//!   loom"): 3 threads each adding one under a `Mutex` or a `FairMutex`, preemption bound
+//!   2, take 515 executions, against 290 over `loom::sync::Mutex`; the real CNA queue under
+//!   the same model takes 888 in numa-spin's own models;
+//! - the `RwLock` runs on a loom mutex and condvar over its counts: readers share, a
+//!   writer excludes, one upgradable reader at a time, and a writer (or an upgrade)
+//!   waiting for readers blocks new readers, as the real lock's writer bit does, so a
+//!   recursive read across a waiting writer deadlocks in a model too. Two writers and a
+//!   reader, bound 2: 248 executions, 30 over `loom::sync::RwLock` (whose readers never
+//!   wait for a queued writer);
+//! - the `Condvar` keeps its waiters in arrival order: `notify_one` wakes the longest
+//!   waiting, `notify_all` every one, each re-locks the mutex before it returns, and no
+//!   wait returns spuriously. A one-slot mailbox (`put` and a `take` that waits) takes 10
+//!   executions;
+//! - `try_lock_for`, `try_read_for`, `try_write_for`, `try_upgrade_for` (and their
+//!   `_until` forms) try once; a failed try yields to the other loom threads and times
+//!   out. `wait_for` / `wait_until` release the mutex, yield, and time out unless a
+//!   notification came meanwhile. A model sees both outcomes whatever the duration (loom
+//!   has no clock);
+//! - a `ReentrantMutex` belongs to the loom thread that holds it;
+//! - a lock or condvar used in two executions (a `static`) panics, saying so: create it
+//!   inside the model closure, or with `loom::lazy_static!`;
+//! - lock_api 0.4's rwlock traits (feature `lock_api_04`) are not switched: under a model
+//!   they run the real algorithm, which loom cannot follow. Model code written against
+//!   lock_api 0.5's (lock_api 0.4's mutex traits are switched).
+//!
+//! The data inside a lock is lock_api's `UnsafeCell`, which loom does not track: a model
+//! finds a broken exclusion only where your code has a loom operation (an atomic, a lock,
+//! `thread::yield_now`) inside the critical section. The cfg without the feature changes
+//! nothing. `examples/loom-user` in the repository is a downstream crate that does all
+//! this (CI runs it): its correct counter, rwlock, upgrade, mailbox and `notify_all`
+//! models pass; a check-then-act bug over the `Mutex` and over the `RwLock`, and a lost
+//! wake-up (a condition checked under one guard, waited on under another), are found.
+//!
 //! # Cargo features
 //!
 //! * `stats`: numa-spin's per-lock counters (`numa_spin::Stats`), read with
 //!   `RawMutex::stats` / `RawRwLock::stats`;
-//! * `lock_api_04`, `arc_lock`, `serde`, `owning_ref`: see `Cargo.toml`.
+//! * `lock_api_04`, `arc_lock`, `serde`, `owning_ref`: see `Cargo.toml`;
+//! * `loom`: with `RUSTFLAGS="--cfg loom"`, the locks run on loom for your own
+//!   models (previous section).
 //!
 //! The crate builds with `--cfg numa_loom` for the loom models
 //! (`tests/loom.rs`); then the `INIT`/`const fn new` constructors are replaced
@@ -223,9 +279,28 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // The model builds' cfgs are internal: no "non-numa_loom" badges on the API.
 #![cfg_attr(docsrs, doc(auto_cfg(hide(numa_loom, numa_shuttle))))]
+// Under a user's loom model (`model`) the lock methods return early, before
+// the code that uses their arguments.
+#![cfg_attr(
+    all(loom, feature = "loom", not(numa_loom)),
+    allow(unreachable_code, unused_variables)
+)]
 
 #[cfg(all(numa_loom, not(feature = "loom")))]
 compile_error!("`--cfg numa_loom` needs the `loom` feature: add `--features cst-mutex/loom`");
+
+/// Routes a lock method to the `model` module under a user's loom model:
+/// `model_route!(expr)` returns `expr` there and expands to nothing in every
+/// other build.
+macro_rules! model_route {
+    ($e:expr) => {
+        #[cfg(all(loom, feature = "loom", not(numa_loom)))]
+        {
+            return $e;
+        }
+    };
+}
+pub(crate) use model_route;
 
 mod condvar;
 mod fair;
@@ -233,6 +308,8 @@ mod fork;
 #[cfg(all(feature = "lock_api_04", not(numa_loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
+#[cfg(all(loom, feature = "loom", not(numa_loom)))]
+mod model;
 mod mutex;
 mod raw_condvar;
 mod raw_mutex;

@@ -60,7 +60,6 @@
 //! ```
 
 use std::cell::{Cell, RefCell};
-use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
 pub use lock_api04 as lock_api;
@@ -72,18 +71,6 @@ use crate::raw_rwlock::{NODE_READERS_BIT, READER_MASK};
 use crate::remutex::RawThreadId;
 use crate::sync;
 use crate::{ExclusiveGuardState, RawMutex, RawRwLock, SharedGuardState};
-
-// SAFETY: distinct running threads get distinct non-zero ids, one thread always
-// the same (see `RawThreadId`).
-unsafe impl lock_api04::GetThreadId for RawThreadId {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = RawThreadId;
-
-    #[inline]
-    fn nonzero_thread_id(&self) -> NonZeroUsize {
-        RawThreadId::current()
-    }
-}
 
 /// One read lock this thread holds through lock_api 0.4 on a node counter.
 struct ReadHold {

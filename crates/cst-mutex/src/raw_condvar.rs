@@ -168,10 +168,15 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
 
     unsafe fn wait(&self, mutex: &RawMutex, _guard: &mut lock_api::GuardSend) {
         // SAFETY: forwarded precondition: the caller holds `mutex`.
+        crate::model_route!(unsafe {
+            crate::model::condvar(self).wait(mutex, false);
+        });
+        // SAFETY: forwarded precondition: the caller holds `mutex`.
         unsafe { self.wait_inner(mutex, None) };
     }
 
     fn notify_one(&self) -> bool {
+        crate::model_route!(crate::model::condvar(self).notify(1) != 0);
         // Relaxed: a first look; the queue lock orders the real check.
         if self.mutex.load(Ordering::Relaxed).is_null() {
             return false;
@@ -191,6 +196,7 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
     }
 
     fn notify_all(&self) -> usize {
+        crate::model_route!(crate::model::condvar(self).notify(usize::MAX));
         // Relaxed: a first look; `validate` checks again under the queue lock.
         let m = self.mutex.load(Ordering::Relaxed);
         if m.is_null() {
@@ -240,6 +246,8 @@ unsafe impl lock_api::RawCondvarTimed for RawCondvar {
         _guard: &mut lock_api::GuardSend,
         timeout: &Instant,
     ) -> bool {
+        // SAFETY: forwarded precondition: the caller holds `mutex`.
+        crate::model_route!(unsafe { crate::model::condvar(self).wait(mutex, true) });
         // SAFETY: forwarded precondition: the caller holds `mutex`.
         unsafe { self.wait_inner(mutex, Some(*timeout)) }
     }

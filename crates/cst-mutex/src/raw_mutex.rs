@@ -301,6 +301,8 @@ impl RawMutex {
     /// between until a release wakes it.
     #[cfg(not(numa_loom))]
     pub fn try_acquire_until(&self, deadline: Instant) -> bool {
+        // Under a user's loom model: numa-spin's one timed try.
+        crate::model_route!(self.core.try_acquire_woken_until(deadline));
         self.core.try_acquire() || self.acquire_outside(false, Some(deadline))
     }
 
@@ -339,6 +341,8 @@ impl RawMutex {
     /// timeout too large for an `Instant` waits as `lock()` does.
     #[cfg(not(numa_loom))]
     pub fn try_acquire_for(&self, timeout: Duration) -> bool {
+        // Under a user's loom model: numa-spin's one timed try.
+        crate::model_route!(self.core.try_acquire_woken_until(Instant::now()));
         match Instant::now().checked_add(timeout) {
             Some(deadline) => self.try_acquire_until(deadline),
             None => {

@@ -1,39 +1,11 @@
 //! [`ReentrantMutex`]: a [`RawMutex`] the owning thread may lock again.
 
-use std::num::NonZeroUsize;
-
 use crate::RawMutex;
 
-/// The thread identity [`ReentrantMutex`] uses (`lock_api::GetThreadId`): the
-/// address of a thread-local byte, as in `parking_lot::RawThreadId`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RawThreadId;
-
-impl RawThreadId {
-    /// The calling thread's id: non-zero, unique among running threads.
-    #[inline]
-    pub fn current() -> NonZeroUsize {
-        thread_local!(static KEY: u8 = const { 0 });
-        // A `const`-initialized thread-local without `Drop` lives as long as its
-        // thread; the byte is not zero-sized, so each thread's has its own address.
-        KEY.with(|k| {
-            NonZeroUsize::new(std::ptr::from_ref(k).addr())
-                .expect("a thread-local's address is not null")
-        })
-    }
-}
-
-// SAFETY: two running threads never share a thread-local's address, and one
-// thread always gets the same address for it.
-unsafe impl lock_api::GetThreadId for RawThreadId {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = RawThreadId;
-
-    #[inline]
-    fn nonzero_thread_id(&self) -> NonZeroUsize {
-        Self::current()
-    }
-}
+/// The thread identity [`ReentrantMutex`] uses (`lock_api::GetThreadId`):
+/// numa-spin's, the address of a thread-local byte, as in
+/// `parking_lot::RawThreadId` (under a user's loom model, the loom thread).
+pub use numa_spin::RawThreadId;
 
 /// A mutex the thread holding it can lock again (each `lock` needs its own
 /// release), backed by [`RawMutex`]: `parking_lot::ReentrantMutex` with

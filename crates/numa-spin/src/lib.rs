@@ -227,7 +227,8 @@ mod lazy;
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
 pub mod lock_api_04;
 #[cfg(all(loom, feature = "loom", not(numa_loom)))]
-mod model;
+#[doc(hidden)]
+pub mod model;
 mod mutex;
 pub mod node;
 pub mod raw_lock;

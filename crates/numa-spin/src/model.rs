@@ -32,14 +32,15 @@
 //! data would carry over from one execution into the next. Create locks inside
 //! the model closure, or through `loom::lazy_static!`.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// One lock's state in the current execution.
 ///
-/// `held` is declared before `mutex`, so a guard still held when the
-/// execution ends is dropped before the mutex it locks.
+/// A guard still held when the execution ends is forgotten (see `Drop`).
 struct ModelLock {
     held: std::sync::Mutex<Option<loom::sync::MutexGuard<'static, ()>>>,
     mutex: loom::sync::Mutex<()>,
@@ -51,6 +52,19 @@ struct ModelLock {
     releases: loom::sync::atomic::AtomicUsize,
 }
 
+impl Drop for ModelLock {
+    /// A guard still held when the execution ends (a forgotten guard, or one
+    /// whose release an unwinding thread skipped) is forgotten: loom tears
+    /// the execution down outside the model, where releasing it would panic.
+    fn drop(&mut self) {
+        let held = self
+            .held
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::forget(held.take());
+    }
+}
+
 // SAFETY: loom runs the threads of an execution one at a time, switching only
 // inside loom operations; the guard in `held` is a token of loom's mutex state,
 // which any loom thread may release (loom's `Mutex` does not check the
@@ -59,57 +73,117 @@ unsafe impl Send for ModelLock {}
 // SAFETY: as for `Send`; `held` is only touched between loom operations.
 unsafe impl Sync for ModelLock {}
 
-/// The locks of the current execution, by the address of their tag.
+/// The model states of the current execution (this crate's locks, and
+/// cst-mutex's condition variables and rwlocks), by the address of their tag.
 struct Registry {
     generation: u32,
-    locks: std::sync::Mutex<HashMap<usize, std::sync::Arc<ModelLock>>>,
+    states: std::sync::Mutex<HashMap<usize, Arc<dyn Any + Send + Sync>>>,
 }
 
 /// Executions seen by this process (the first is 1; 0 marks an unused lock).
 static GENERATIONS: AtomicU32 = AtomicU32::new(0);
 
 loom::lazy_static! {
-    static ref LOCKS: Registry = Registry {
+    static ref STATES: Registry = Registry {
         // Relaxed: one counter, read back by the same OS thread.
         generation: GENERATIONS.fetch_add(1, Ordering::Relaxed).wrapping_add(1).max(1),
-        locks: std::sync::Mutex::new(HashMap::new()),
+        states: std::sync::Mutex::new(HashMap::new()),
     };
 }
 
-/// The state of the lock whose tag is `tag` (a word of the lock that the
-/// queue algorithm does not use under a user's model): made on the first use
-/// in this execution. Panics if the lock was used in an earlier execution.
-fn model_lock(tag: &AtomicU32) -> std::sync::Arc<ModelLock> {
-    let reg = &*LOCKS;
-    // Relaxed: loom's threads run on one OS thread, one at a time.
-    match tag.load(Ordering::Relaxed) {
-        0 => tag.store(reg.generation, Ordering::Relaxed),
-        g if g == reg.generation => {}
-        _ => panic!(
-            "numa_spin: a lock used in an earlier loom execution (a `static`, or a lock \
-             kept across `loom::model` calls) was used again; create it inside the \
-             model closure or with `loom::lazy_static!`"
-        ),
+/// A word of a lock object that its real algorithm does not use under a
+/// user's model: it records the execution that first used the object.
+pub trait Tag {
+    /// The execution recorded (0: none yet).
+    fn generation(&self) -> u32;
+    /// Records `generation`.
+    fn set_generation(&self, generation: u32);
+}
+
+impl Tag for AtomicU32 {
+    fn generation(&self) -> u32 {
+        // Relaxed: loom's threads run on one OS thread, one at a time.
+        self.load(Ordering::Relaxed)
     }
+    fn set_generation(&self, generation: u32) {
+        // Relaxed: as in `generation`.
+        self.store(generation, Ordering::Relaxed);
+    }
+}
+
+impl Tag for AtomicUsize {
+    fn generation(&self) -> u32 {
+        // Relaxed: as for `AtomicU32`. Only values this module stored are read.
+        u32::try_from(self.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
+    }
+    fn set_generation(&self, generation: u32) {
+        // Relaxed: as for `AtomicU32`.
+        self.store(generation as usize, Ordering::Relaxed);
+    }
+}
+
+/// The model state of the lock object whose tag is `tag`, made by `make` on
+/// the object's first use in this execution (a fresh object, even at the
+/// address of one dropped earlier in the execution, gets a fresh state).
+/// Used by this crate's locks and by cst-mutex's; not a stable API.
+///
+/// # Panics
+///
+/// If the object was used in an earlier execution (a `static`, or an object
+/// kept across `loom::model` calls), with a message naming `owner` (the
+/// crate) and the fix.
+#[doc(hidden)]
+pub fn state<S: Any + Send + Sync, G: Tag>(
+    tag: &G,
+    owner: &str,
+    make: impl FnOnce() -> S,
+) -> Arc<S> {
+    let reg = &*STATES;
     let key = std::ptr::from_ref(tag).addr();
-    let mut locks = reg
-        .locks
+    let mut states = reg
+        .states
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    locks
-        .entry(key)
-        .or_insert_with(|| {
-            std::sync::Arc::new(ModelLock {
-                held: std::sync::Mutex::new(None),
-                mutex: loom::sync::Mutex::new(()),
-                releases: loom::sync::atomic::AtomicUsize::new(0),
-            })
-        })
-        .clone()
+    match tag.generation() {
+        0 => {
+            tag.set_generation(reg.generation);
+            let s = Arc::new(make());
+            states.insert(key, s.clone());
+            return s;
+        }
+        g if g == reg.generation => {}
+        _ => {
+            drop(states);
+            panic!(
+                "{owner}: a lock used in an earlier loom execution (a `static`, or a lock \
+                 kept across `loom::model` calls) was used again; create it inside the \
+                 model closure or with `loom::lazy_static!`"
+            )
+        }
+    }
+    match states.get(&key).cloned().map(Arc::downcast::<S>) {
+        Some(Ok(s)) => s,
+        // Unreachable: the tag was set with this key's state, which is only
+        // replaced by an object that set its own tag at the same address.
+        _ => {
+            drop(states);
+            panic!("{owner}: a lock's loom model state is missing")
+        }
+    }
+}
+
+/// The state of the lock whose tag is `tag` (a word of the lock that the
+/// queue algorithm does not use under a user's model).
+fn model_lock(tag: &AtomicU32) -> Arc<ModelLock> {
+    state(tag, "numa_spin", || ModelLock {
+        held: std::sync::Mutex::new(None),
+        mutex: loom::sync::Mutex::new(()),
+        releases: loom::sync::atomic::AtomicUsize::new(0),
+    })
 }
 
 /// Records the guard of an acquisition of `l`.
-fn hold(l: &std::sync::Arc<ModelLock>, g: loom::sync::MutexGuard<'_, ()>) {
+fn hold(l: &Arc<ModelLock>, g: loom::sync::MutexGuard<'_, ()>) {
     // SAFETY: the guard borrows `l.mutex`, which lives as long as the
     // registry's `Arc` (to the end of the execution), and `held`, dropped
     // first, is where the guard is kept; it is taken out by `release`.
@@ -156,8 +230,14 @@ pub(crate) fn try_acquire_timed(tag: &AtomicU32) -> bool {
     false
 }
 
-/// `release` / `release_fair`: ends the acquisition.
+/// `release` / `release_fair`: ends the acquisition. Skipped while the
+/// thread unwinds: a guard dropped by a panic (loom's deadlock report, a
+/// failed assertion) would touch an execution that is being torn down, and
+/// panic again.
 pub(crate) fn release(tag: &AtomicU32) {
+    if std::thread::panicking() {
+        return;
+    }
     let l = model_lock(tag);
     let g = l
         .held

@@ -426,6 +426,10 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn lock_shared(&self) -> SharedGuardState {
+        crate::model_route!({
+            crate::model::rwlock(self).lock_shared();
+            SharedGuardState::FAST
+        });
         if self.try_shared_fast() == Some(true) {
             return SharedGuardState::FAST;
         }
@@ -434,6 +438,11 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn try_lock_shared(&self) -> Option<SharedGuardState> {
+        crate::model_route!(
+            crate::model::rwlock(self)
+                .try_lock_shared()
+                .then_some(SharedGuardState::FAST)
+        );
         loop {
             match self.try_shared_fast() {
                 Some(true) => return Some(SharedGuardState { counter: FAST }),
@@ -449,11 +458,19 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     unsafe fn unlock_shared(&self, guard: SharedGuardState) {
+        crate::model_route!(crate::model::unlock(
+            self,
+            crate::model::ModelRwLock::unlock_shared
+        ));
         self.unlock_shared_inner(guard);
     }
 
     #[inline]
     fn lock_exclusive(&self) -> ExclusiveGuardState {
+        crate::model_route!({
+            crate::model::rwlock(self).lock_exclusive();
+            ExclusiveGuardState::new()
+        });
         // The two fast CASes inline, the rest (which cannot fail without a
         // deadline) in one out-of-line call.
         if self.mutex.try_acquire() {
@@ -467,6 +484,11 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn try_lock_exclusive(&self) -> Option<ExclusiveGuardState> {
+        crate::model_route!(
+            crate::model::rwlock(self)
+                .try_lock_exclusive()
+                .then(ExclusiveGuardState::new)
+        );
         if !self.mutex.try_acquire() {
             return None;
         }
@@ -490,11 +512,16 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     unsafe fn unlock_exclusive(&self, guard: ExclusiveGuardState) {
+        crate::model_route!(crate::model::unlock(
+            self,
+            crate::model::ModelRwLock::unlock_exclusive
+        ));
         self.unlock_exclusive_inner(guard, false);
     }
 
     #[inline]
     fn is_locked(&self) -> bool {
+        crate::model_route!(crate::model::rwlock(self).is_locked());
         self.mutex.is_held()
             || self.state.load(Ordering::Relaxed) & WRITER_BIT != 0
             || self.readers_total() != 0
@@ -502,6 +529,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn is_locked_exclusive(&self) -> bool {
+        crate::model_route!(crate::model::rwlock(self).is_locked_exclusive());
         self.state.load(Ordering::Relaxed) & WRITER_BIT != 0
     }
 }
@@ -511,11 +539,19 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 unsafe impl lock_api::RawRwLockFair for RawRwLock {
     #[inline]
     unsafe fn unlock_shared_fair(&self, guard: SharedGuardState) {
+        crate::model_route!(crate::model::unlock(
+            self,
+            crate::model::ModelRwLock::unlock_shared
+        ));
         self.unlock_shared_inner(guard);
     }
 
     #[inline]
     unsafe fn unlock_exclusive_fair(&self, guard: ExclusiveGuardState) {
+        crate::model_route!(crate::model::unlock(
+            self,
+            crate::model::ModelRwLock::unlock_exclusive
+        ));
         self.unlock_exclusive_inner(guard, true);
     }
 }
@@ -525,6 +561,10 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
 // releases the writer mutex, so no writer can enter between.
 unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
     unsafe fn downgrade(&self, _guard: ExclusiveGuardState) -> SharedGuardState {
+        crate::model_route!({
+            crate::model::rwlock(self).downgrade();
+            SharedGuardState::FAST
+        });
         let shared = self.add_downgraded_reader();
         self.clear_writer_bit();
         self.unlock_writer_mutex(false);
@@ -539,18 +579,38 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
     type Instant = Instant;
 
     fn try_lock_shared_for(&self, timeout: Duration) -> Option<SharedGuardState> {
+        crate::model_route!(
+            crate::model::rwlock(self)
+                .try_lock_shared_timed()
+                .then_some(SharedGuardState::FAST)
+        );
         self.lock_shared_inner(Instant::now().checked_add(timeout))
     }
 
     fn try_lock_shared_until(&self, deadline: Instant) -> Option<SharedGuardState> {
+        crate::model_route!(
+            crate::model::rwlock(self)
+                .try_lock_shared_timed()
+                .then_some(SharedGuardState::FAST)
+        );
         self.lock_shared_inner(Some(deadline))
     }
 
     fn try_lock_exclusive_for(&self, timeout: Duration) -> Option<ExclusiveGuardState> {
+        crate::model_route!(
+            crate::model::rwlock(self)
+                .try_lock_exclusive_timed()
+                .then(ExclusiveGuardState::new)
+        );
         self.lock_exclusive_inner(Instant::now().checked_add(timeout))
     }
 
     fn try_lock_exclusive_until(&self, deadline: Instant) -> Option<ExclusiveGuardState> {
+        crate::model_route!(
+            crate::model::rwlock(self)
+                .try_lock_exclusive_timed()
+                .then(ExclusiveGuardState::new)
+        );
         self.lock_exclusive_inner(Some(deadline))
     }
 }
@@ -562,21 +622,38 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
     type UpgradableGuard = ExclusiveGuardState;
 
     fn lock_upgradable(&self) -> ExclusiveGuardState {
+        crate::model_route!({
+            crate::model::rwlock(self).lock_upgradable();
+            ExclusiveGuardState::new()
+        });
         self.mutex.acquire();
         ExclusiveGuardState::new()
     }
 
     fn try_lock_upgradable(&self) -> Option<ExclusiveGuardState> {
+        crate::model_route!(
+            crate::model::rwlock(self)
+                .try_lock_upgradable()
+                .then(ExclusiveGuardState::new)
+        );
         self.mutex
             .try_acquire()
             .then_some(ExclusiveGuardState::new())
     }
 
     unsafe fn unlock_upgradable(&self, _guard: ExclusiveGuardState) {
+        crate::model_route!(crate::model::unlock(
+            self,
+            crate::model::ModelRwLock::unlock_upgradable
+        ));
         self.unlock_writer_mutex(false);
     }
 
     unsafe fn upgrade(&self, guard: ExclusiveGuardState) -> ExclusiveGuardState {
+        crate::model_route!({
+            crate::model::rwlock(self).upgrade();
+            guard
+        });
         self.become_writer(None);
         guard
     }
@@ -585,6 +662,11 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
         &self,
         guard: ExclusiveGuardState,
     ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
+        crate::model_route!(if crate::model::rwlock(self).try_upgrade() {
+            Ok(guard)
+        } else {
+            Err(guard)
+        });
         // Relaxed, then the Dekker fence: as in `become_writer`.
         if !self.set_writer_bit(false) {
             return Err(guard);
@@ -602,6 +684,10 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 // SAFETY: as for `RawRwLockFair`.
 unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
     unsafe fn unlock_upgradable_fair(&self, _guard: ExclusiveGuardState) {
+        crate::model_route!(crate::model::unlock(
+            self,
+            crate::model::ModelRwLock::unlock_upgradable
+        ));
         self.unlock_writer_mutex(true);
     }
 }
@@ -611,12 +697,20 @@ unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
 // upgradable downgrade only clears `WRITER_BIT` (admitting waiting readers).
 unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
     unsafe fn downgrade_upgradable(&self, _guard: ExclusiveGuardState) -> SharedGuardState {
+        crate::model_route!({
+            crate::model::rwlock(self).downgrade_upgradable();
+            SharedGuardState::FAST
+        });
         let shared = self.add_downgraded_reader();
         self.unlock_writer_mutex(false);
         shared
     }
 
     unsafe fn downgrade_to_upgradable(&self, guard: ExclusiveGuardState) -> ExclusiveGuardState {
+        crate::model_route!({
+            crate::model::rwlock(self).downgrade_to_upgradable();
+            guard
+        });
         self.clear_writer_bit();
         guard
     }
@@ -626,11 +720,21 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 // again and keeps the upgradable acquisition.
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
     fn try_lock_upgradable_for(&self, timeout: Duration) -> Option<ExclusiveGuardState> {
+        crate::model_route!(
+            crate::model::rwlock(self)
+                .try_lock_upgradable_timed()
+                .then(ExclusiveGuardState::new)
+        );
         self.lock_writer_mutex(Instant::now().checked_add(timeout))
             .then_some(ExclusiveGuardState::new())
     }
 
     fn try_lock_upgradable_until(&self, deadline: Instant) -> Option<ExclusiveGuardState> {
+        crate::model_route!(
+            crate::model::rwlock(self)
+                .try_lock_upgradable_timed()
+                .then(ExclusiveGuardState::new)
+        );
         self.lock_writer_mutex(Some(deadline))
             .then_some(ExclusiveGuardState::new())
     }
@@ -663,6 +767,11 @@ impl RawRwLock {
         guard: ExclusiveGuardState,
         deadline: Option<Instant>,
     ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
+        crate::model_route!(if crate::model::rwlock(self).try_upgrade_timed() {
+            Ok(guard)
+        } else {
+            Err(guard)
+        });
         if self.become_writer(deadline) {
             Ok(guard)
         } else {
