@@ -2,10 +2,10 @@
 //! `RUSTFLAGS="--cfg loom"` with this crate's `loom` feature (and not the
 //! crate's own `--cfg numa_loom` models).
 //!
-//! The mutex needs nothing here: [`RawMutex`]'s core is numa-spin's CNA lock,
+//! The mutex needs nothing here: `RawMutex`'s core is numa-spin's CNA lock,
 //! which runs on one `loom::sync::Mutex` per lock under such a model
-//! (`numa_spin::model`), and its timed waits are numa-spin's. [`RawRwLock`]
-//! and [`RawCondvar`] keep their API, and every operation runs on the model
+//! (`numa_spin::model`), and its timed waits are numa-spin's. `RawRwLock`
+//! and `RawCondvar` keep their API, and every operation runs on the model
 //! state below, made on the object's first use in each execution (through
 //! numa-spin's registry, which also refuses an object kept from an earlier
 //! execution): a `loom::sync::Mutex` over the rwlock's counts or the
@@ -24,9 +24,8 @@
 //!   threads while waiting), then the timeout; the model explores both
 //!   outcomes whatever the duration (loom has no clock).
 
-use crate::raw_rwlock::RawRwLock;
-use crate::{RawCondvar, RawMutex};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::{Arc, PoisonError};
 
 /// The crate named in numa-spin's registry messages.
@@ -53,20 +52,22 @@ struct RwState {
     blocked: usize,
 }
 
-/// The model state of `lock`.
-pub(crate) fn rwlock(lock: &RawRwLock) -> Arc<ModelRwLock> {
-    numa_spin::model::state(&lock.state, OWNER, || ModelRwLock {
+/// The model state of the rwlock whose tag (its state word, unused by the
+/// real algorithm under a model) is `tag`.
+pub(crate) fn rwlock(tag: &AtomicU32) -> Arc<ModelRwLock> {
+    numa_spin::model::state(tag, OWNER, || ModelRwLock {
         state: loom::sync::Mutex::new(RwState::default()),
         changed: loom::sync::Condvar::new(),
     })
 }
 
-/// An unlock of `lock` (`how`), skipped while the thread unwinds: a guard
-/// dropped by a panic (loom's deadlock report, a failed assertion) would
-/// touch an execution that is being torn down, and panic again.
-pub(crate) fn unlock(lock: &RawRwLock, how: fn(&ModelRwLock)) {
+/// An unlock (`how`) of the rwlock tagged `tag`, skipped while the thread
+/// unwinds: a guard dropped by a panic (loom's deadlock report, a failed
+/// assertion) would touch an execution that is being torn down, and panic
+/// again.
+pub(crate) fn unlock(tag: &AtomicU32, how: fn(&ModelRwLock)) {
     if !std::thread::panicking() {
-        how(&rwlock(lock));
+        how(&rwlock(tag));
     }
 }
 
@@ -255,9 +256,10 @@ impl Waiters {
     }
 }
 
-/// The model state of `cv`.
-pub(crate) fn condvar(cv: &RawCondvar) -> Arc<ModelCondvar> {
-    numa_spin::model::state(&cv.waiters, OWNER, || ModelCondvar {
+/// The model state of the condvar whose tag (its waiter count, unused by
+/// the real algorithm under a model) is `tag`.
+pub(crate) fn condvar(tag: &AtomicUsize) -> Arc<ModelCondvar> {
+    numa_spin::model::state(tag, OWNER, || ModelCondvar {
         waiters: loom::sync::Mutex::new(Waiters::default()),
         notified: loom::sync::Condvar::new(),
     })
@@ -268,20 +270,16 @@ impl ModelCondvar {
         self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Unlocks `mutex`, waits for a notification (`timed`: or a timeout),
-    /// re-locks. Returns true on a timeout.
-    ///
-    /// # Safety
-    ///
-    /// The caller holds `mutex`.
-    pub(crate) unsafe fn wait(&self, mutex: &RawMutex, timed: bool) -> bool {
+    /// Unlocks the mutex (`unlock`), waits for a notification (`timed`: or
+    /// a timeout), re-locks it (`relock`). Returns true on a timeout.
+    pub(crate) fn wait(&self, unlock: impl FnOnce(), relock: impl FnOnce(), timed: bool) -> bool {
         let mut w = self.lock();
         let me = w.next;
         w.next += 1;
         w.waiting.push_back(me);
-        // SAFETY: the caller holds `mutex`; we re-lock it below. A notifier
-        // needs `waiters`, which we hold, so none is lost in between.
-        unsafe { mutex.release() };
+        // A notifier needs `waiters`, which we hold, so none is lost between
+        // the unlock and the wait.
+        unlock();
         let timed_out = if timed {
             drop(w);
             loom::thread::yield_now();
@@ -302,7 +300,7 @@ impl ModelCondvar {
             false
         };
         // Without `waiters` held: a notifier may hold the mutex.
-        mutex.acquire();
+        relock();
         timed_out
     }
 

@@ -167,16 +167,18 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
     type RawMutex = RawMutex;
 
     unsafe fn wait(&self, mutex: &RawMutex, _guard: &mut lock_api::GuardSend) {
-        // SAFETY: forwarded precondition: the caller holds `mutex`.
-        crate::model_route!(unsafe {
-            crate::model::condvar(self).wait(mutex, false);
+        crate::model_route!({
+            // SAFETY: forwarded precondition: the caller holds `mutex`,
+            // which the wait re-locks before it returns.
+            let unlock = || unsafe { mutex.release() };
+            crate::model::condvar(&self.waiters).wait(unlock, || mutex.acquire(), false);
         });
         // SAFETY: forwarded precondition: the caller holds `mutex`.
         unsafe { self.wait_inner(mutex, None) };
     }
 
     fn notify_one(&self) -> bool {
-        crate::model_route!(crate::model::condvar(self).notify(1) != 0);
+        crate::model_route!(crate::model::condvar(&self.waiters).notify(1) != 0);
         // Relaxed: a first look; the queue lock orders the real check.
         if self.mutex.load(Ordering::Relaxed).is_null() {
             return false;
@@ -196,7 +198,7 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
     }
 
     fn notify_all(&self) -> usize {
-        crate::model_route!(crate::model::condvar(self).notify(usize::MAX));
+        crate::model_route!(crate::model::condvar(&self.waiters).notify(usize::MAX));
         // Relaxed: a first look; `validate` checks again under the queue lock.
         let m = self.mutex.load(Ordering::Relaxed);
         if m.is_null() {
@@ -246,8 +248,12 @@ unsafe impl lock_api::RawCondvarTimed for RawCondvar {
         _guard: &mut lock_api::GuardSend,
         timeout: &Instant,
     ) -> bool {
-        // SAFETY: forwarded precondition: the caller holds `mutex`.
-        crate::model_route!(unsafe { crate::model::condvar(self).wait(mutex, true) });
+        crate::model_route!({
+            // SAFETY: forwarded precondition: the caller holds `mutex`,
+            // which the wait re-locks before it returns.
+            let unlock = || unsafe { mutex.release() };
+            crate::model::condvar(&self.waiters).wait(unlock, || mutex.acquire(), true)
+        });
         // SAFETY: forwarded precondition: the caller holds `mutex`.
         unsafe { self.wait_inner(mutex, Some(*timeout)) }
     }

@@ -427,7 +427,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     #[inline]
     fn lock_shared(&self) -> SharedGuardState {
         crate::model_route!({
-            crate::model::rwlock(self).lock_shared();
+            crate::model::rwlock(&self.state).lock_shared();
             SharedGuardState::FAST
         });
         if self.try_shared_fast() == Some(true) {
@@ -439,7 +439,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     #[inline]
     fn try_lock_shared(&self) -> Option<SharedGuardState> {
         crate::model_route!(
-            crate::model::rwlock(self)
+            crate::model::rwlock(&self.state)
                 .try_lock_shared()
                 .then_some(SharedGuardState::FAST)
         );
@@ -459,7 +459,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     #[inline]
     unsafe fn unlock_shared(&self, guard: SharedGuardState) {
         crate::model_route!(crate::model::unlock(
-            self,
+            &self.state,
             crate::model::ModelRwLock::unlock_shared
         ));
         self.unlock_shared_inner(guard);
@@ -468,7 +468,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     #[inline]
     fn lock_exclusive(&self) -> ExclusiveGuardState {
         crate::model_route!({
-            crate::model::rwlock(self).lock_exclusive();
+            crate::model::rwlock(&self.state).lock_exclusive();
             ExclusiveGuardState::new()
         });
         // The two fast CASes inline, the rest (which cannot fail without a
@@ -485,7 +485,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     #[inline]
     fn try_lock_exclusive(&self) -> Option<ExclusiveGuardState> {
         crate::model_route!(
-            crate::model::rwlock(self)
+            crate::model::rwlock(&self.state)
                 .try_lock_exclusive()
                 .then(ExclusiveGuardState::new)
         );
@@ -513,7 +513,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     #[inline]
     unsafe fn unlock_exclusive(&self, guard: ExclusiveGuardState) {
         crate::model_route!(crate::model::unlock(
-            self,
+            &self.state,
             crate::model::ModelRwLock::unlock_exclusive
         ));
         self.unlock_exclusive_inner(guard, false);
@@ -521,7 +521,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn is_locked(&self) -> bool {
-        crate::model_route!(crate::model::rwlock(self).is_locked());
+        crate::model_route!(crate::model::rwlock(&self.state).is_locked());
         self.mutex.is_held()
             || self.state.load(Ordering::Relaxed) & WRITER_BIT != 0
             || self.readers_total() != 0
@@ -529,7 +529,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 
     #[inline]
     fn is_locked_exclusive(&self) -> bool {
-        crate::model_route!(crate::model::rwlock(self).is_locked_exclusive());
+        crate::model_route!(crate::model::rwlock(&self.state).is_locked_exclusive());
         self.state.load(Ordering::Relaxed) & WRITER_BIT != 0
     }
 }
@@ -540,7 +540,7 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
     #[inline]
     unsafe fn unlock_shared_fair(&self, guard: SharedGuardState) {
         crate::model_route!(crate::model::unlock(
-            self,
+            &self.state,
             crate::model::ModelRwLock::unlock_shared
         ));
         self.unlock_shared_inner(guard);
@@ -549,7 +549,7 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
     #[inline]
     unsafe fn unlock_exclusive_fair(&self, guard: ExclusiveGuardState) {
         crate::model_route!(crate::model::unlock(
-            self,
+            &self.state,
             crate::model::ModelRwLock::unlock_exclusive
         ));
         self.unlock_exclusive_inner(guard, true);
@@ -562,7 +562,7 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
 unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
     unsafe fn downgrade(&self, _guard: ExclusiveGuardState) -> SharedGuardState {
         crate::model_route!({
-            crate::model::rwlock(self).downgrade();
+            crate::model::rwlock(&self.state).downgrade();
             SharedGuardState::FAST
         });
         let shared = self.add_downgraded_reader();
@@ -580,7 +580,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 
     fn try_lock_shared_for(&self, timeout: Duration) -> Option<SharedGuardState> {
         crate::model_route!(
-            crate::model::rwlock(self)
+            crate::model::rwlock(&self.state)
                 .try_lock_shared_timed()
                 .then_some(SharedGuardState::FAST)
         );
@@ -589,7 +589,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 
     fn try_lock_shared_until(&self, deadline: Instant) -> Option<SharedGuardState> {
         crate::model_route!(
-            crate::model::rwlock(self)
+            crate::model::rwlock(&self.state)
                 .try_lock_shared_timed()
                 .then_some(SharedGuardState::FAST)
         );
@@ -598,7 +598,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 
     fn try_lock_exclusive_for(&self, timeout: Duration) -> Option<ExclusiveGuardState> {
         crate::model_route!(
-            crate::model::rwlock(self)
+            crate::model::rwlock(&self.state)
                 .try_lock_exclusive_timed()
                 .then(ExclusiveGuardState::new)
         );
@@ -607,7 +607,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 
     fn try_lock_exclusive_until(&self, deadline: Instant) -> Option<ExclusiveGuardState> {
         crate::model_route!(
-            crate::model::rwlock(self)
+            crate::model::rwlock(&self.state)
                 .try_lock_exclusive_timed()
                 .then(ExclusiveGuardState::new)
         );
@@ -623,7 +623,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 
     fn lock_upgradable(&self) -> ExclusiveGuardState {
         crate::model_route!({
-            crate::model::rwlock(self).lock_upgradable();
+            crate::model::rwlock(&self.state).lock_upgradable();
             ExclusiveGuardState::new()
         });
         self.mutex.acquire();
@@ -632,7 +632,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 
     fn try_lock_upgradable(&self) -> Option<ExclusiveGuardState> {
         crate::model_route!(
-            crate::model::rwlock(self)
+            crate::model::rwlock(&self.state)
                 .try_lock_upgradable()
                 .then(ExclusiveGuardState::new)
         );
@@ -643,7 +643,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 
     unsafe fn unlock_upgradable(&self, _guard: ExclusiveGuardState) {
         crate::model_route!(crate::model::unlock(
-            self,
+            &self.state,
             crate::model::ModelRwLock::unlock_upgradable
         ));
         self.unlock_writer_mutex(false);
@@ -651,7 +651,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 
     unsafe fn upgrade(&self, guard: ExclusiveGuardState) -> ExclusiveGuardState {
         crate::model_route!({
-            crate::model::rwlock(self).upgrade();
+            crate::model::rwlock(&self.state).upgrade();
             guard
         });
         self.become_writer(None);
@@ -662,7 +662,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
         &self,
         guard: ExclusiveGuardState,
     ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
-        crate::model_route!(if crate::model::rwlock(self).try_upgrade() {
+        crate::model_route!(if crate::model::rwlock(&self.state).try_upgrade() {
             Ok(guard)
         } else {
             Err(guard)
@@ -685,7 +685,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
     unsafe fn unlock_upgradable_fair(&self, _guard: ExclusiveGuardState) {
         crate::model_route!(crate::model::unlock(
-            self,
+            &self.state,
             crate::model::ModelRwLock::unlock_upgradable
         ));
         self.unlock_writer_mutex(true);
@@ -698,7 +698,7 @@ unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
 unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
     unsafe fn downgrade_upgradable(&self, _guard: ExclusiveGuardState) -> SharedGuardState {
         crate::model_route!({
-            crate::model::rwlock(self).downgrade_upgradable();
+            crate::model::rwlock(&self.state).downgrade_upgradable();
             SharedGuardState::FAST
         });
         let shared = self.add_downgraded_reader();
@@ -708,7 +708,7 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 
     unsafe fn downgrade_to_upgradable(&self, guard: ExclusiveGuardState) -> ExclusiveGuardState {
         crate::model_route!({
-            crate::model::rwlock(self).downgrade_to_upgradable();
+            crate::model::rwlock(&self.state).downgrade_to_upgradable();
             guard
         });
         self.clear_writer_bit();
@@ -721,7 +721,7 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
     fn try_lock_upgradable_for(&self, timeout: Duration) -> Option<ExclusiveGuardState> {
         crate::model_route!(
-            crate::model::rwlock(self)
+            crate::model::rwlock(&self.state)
                 .try_lock_upgradable_timed()
                 .then(ExclusiveGuardState::new)
         );
@@ -731,7 +731,7 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
 
     fn try_lock_upgradable_until(&self, deadline: Instant) -> Option<ExclusiveGuardState> {
         crate::model_route!(
-            crate::model::rwlock(self)
+            crate::model::rwlock(&self.state)
                 .try_lock_upgradable_timed()
                 .then(ExclusiveGuardState::new)
         );
@@ -767,7 +767,7 @@ impl RawRwLock {
         guard: ExclusiveGuardState,
         deadline: Option<Instant>,
     ) -> Result<ExclusiveGuardState, ExclusiveGuardState> {
-        crate::model_route!(if crate::model::rwlock(self).try_upgrade_timed() {
+        crate::model_route!(if crate::model::rwlock(&self.state).try_upgrade_timed() {
             Ok(guard)
         } else {
             Err(guard)
