@@ -439,11 +439,14 @@ pub(crate) fn napping_head_past_its_bound_keeps_the_next_release<L: TestLock>() 
     // SAFETY: acquired above.
     unsafe { lock.unlock() };
     // The lock is free now, and the head naps: only the head may take it.
+    // `served` is read after a successful try_lock: the head stores it before
+    // its release, which our try_lock acquires, so false means the head has
+    // not held the lock yet. (Read before the try_lock, it could be stale:
+    // the head may take the lock, store it and release in between.)
     loop {
-        let was_served = served.load(Ordering::SeqCst);
         if lock.try_lock() {
             assert!(
-                was_served,
+                served.load(Ordering::SeqCst),
                 "try_lock took the release kept for the napping head"
             );
             // SAFETY: acquired just now.
