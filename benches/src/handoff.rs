@@ -29,6 +29,18 @@
 //! the queue's `tail_word()` (B queued, or for `word` not queued), for
 //! numa-spin's locks and cst's, which is CNA's queue lock underneath.
 //!
+//! A nonzero critical section is drawn per sample, uniformly from `cs_ns` ±
+//! half of `min(cs_ns, 1 us)` ([`CS_SPREAD_NS`]): a waiter polls the word in
+//! batches of spin hints (up to 16, a few hundred ns), and a section of fixed
+//! length released it at one phase of that batch every time, which moved a
+//! median by up to a batch from one build or run to the next (150 to 490 ns
+//! for the same lock at 5 us on the development guest); a release at a random
+//! phase is also what a program's lock sees. A 0 ns section stays 0.
+//!
+//! With `rounds` above 1 each (path, cs) batch runs once per lock per round,
+//! the locks' batches back to back, so that the locks of one round are timed
+//! at nearly the same round trip (below).
+//!
 //! A path a lock never takes reports `null`: parking_lot has no queue head
 //! (`local`, `remote` are not run). A path taken in under 1% of a batch's attempts is
 //! `null` too (`samples` 0, `attempts` and `misses` say what happened): a
@@ -81,6 +93,17 @@ impl Path {
         Path::Wake,
     ];
 
+    /// The path named `name` ([`Path::name`]), for `--paths`.
+    ///
+    /// # Errors
+    /// The list of path names, when `name` is none of them.
+    pub fn parse(name: &str) -> Result<Path, String> {
+        Path::ALL
+            .into_iter()
+            .find(|p| p.name() == name.trim())
+            .ok_or_else(|| format!("{name:?} is not a path (retake, word, local, remote or wake)"))
+    }
+
     /// The path's name in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
@@ -102,7 +125,18 @@ pub struct HandoffOptions {
     pub samples: usize,
     /// The holder's critical sections after the waiter is in its state, ns.
     pub cs_ns: Vec<u64>,
+    /// The paths to time, in [`Path::ALL`] order whatever the order given.
+    pub paths: Vec<Path>,
+    /// Rounds: each (path, cs) batch runs once per lock per round, the
+    /// locks' batches back to back, so that locks are compared at the same
+    /// round trip (it moves with the host, minutes apart).
+    pub rounds: usize,
 }
+
+/// The width of the spread of a nonzero critical section, ns: each sample's
+/// section is drawn uniformly from `cs_ns` ± half of `min(cs_ns, 1 us)`
+/// (module docs).
+pub const CS_SPREAD_NS: u64 = 1_000;
 
 /// The default critical sections: 0, 1 and 5 us.
 pub const DEFAULT_CS_NS: [u64; 3] = [0, 1_000, 5_000];
@@ -118,6 +152,9 @@ pub const DEFAULT_LOCKS: [&str; 5] = ["cst", "cna", "hq", "queued", "parking_lot
 pub struct Cell {
     /// The lock's registry name.
     pub lock: String,
+    /// The round, from 1 ([`HandoffOptions::rounds`]).
+    #[serde(default = "first_round")]
+    pub round: usize,
     /// The path's name ([`Path::name`]).
     pub path: String,
     /// The holder's critical section after the waiter reached its state, ns.
@@ -149,10 +186,14 @@ pub struct Cell {
     pub lock_stats: Option<crate::ours::LockStats>,
 }
 
+fn first_round() -> usize {
+    1
+}
+
 /// A finished `handoff` run.
 #[derive(Clone, Debug)]
 pub struct HandoffResult {
-    /// Every cell, in lock, path, cs order.
+    /// Every cell, in lock, round, path, cs order.
     pub cells: Vec<Cell>,
     /// The machine's wake-up latency (20 us sleeps, 0.2 s), the yardstick
     /// of `wake`.
@@ -174,6 +215,20 @@ pub fn run_handoff(opts: &HandoffOptions) -> Result<HandoffResult, BenchError> {
             reason: "needs at least 1 sample".into(),
         });
     }
+    if opts.rounds == 0 {
+        return Err(BenchError::InvalidArg {
+            what: "--rounds",
+            value: "0".into(),
+            reason: "needs at least 1 round".into(),
+        });
+    }
+    if opts.paths.is_empty() {
+        return Err(BenchError::InvalidArg {
+            what: "--paths",
+            value: String::new(),
+            reason: "needs at least one path".into(),
+        });
+    }
     for &lock in &opts.locks {
         if lock.is_rwlock() || !lock.info().shape.is_lock_api() {
             return Err(BenchError::InvalidArg {
@@ -190,40 +245,58 @@ pub fn run_handoff(opts: &HandoffOptions) -> Result<HandoffResult, BenchError> {
         std::time::Duration::from_millis(200),
     );
     let unmeasured = imp::unmeasured();
+    let paths: Vec<Path> = Path::ALL
+        .into_iter()
+        .filter(|p| opts.paths.contains(p))
+        .collect();
     let mut cells = Vec::new();
-    for &lock in &opts.locks {
-        for path in Path::ALL {
-            for &cs in &opts.cs_ns {
-                let cell = match &unmeasured {
-                    Some(_) => None,
-                    None => numa_lock_registry::visit_lock_api(
-                        lock.info(),
-                        &mut Batch {
-                            path,
-                            cs_ns: cs,
-                            samples: opts.samples,
-                        },
-                    )
-                    .flatten(),
-                };
-                cells.push(cell.unwrap_or_else(|| Cell {
-                    lock: lock.to_string(),
-                    path: path.name().into(),
-                    cs_ns: cs,
-                    median_rtt: None,
-                    p90_rtt: None,
-                    samples: 0,
-                    attempts: 0,
-                    median_ns: None,
-                    p90_ns: None,
-                    rtt_ns: None,
-                    rtt_stable: true,
-                    misses: 0,
-                    lock_stats: None,
-                }));
+    // (lock index, round, path, cs index): the order cells are reported in.
+    let mut keys = Vec::new();
+    for (pi, &path) in paths.iter().enumerate() {
+        for (ci, &cs) in opts.cs_ns.iter().enumerate() {
+            for round in 1..=opts.rounds {
+                for (li, &lock) in opts.locks.iter().enumerate() {
+                    keys.push((li, round, pi, ci));
+                    let cell = match &unmeasured {
+                        Some(_) => None,
+                        None => numa_lock_registry::visit_lock_api(
+                            lock.info(),
+                            &mut Batch {
+                                path,
+                                cs_ns: cs,
+                                samples: opts.samples,
+                            },
+                        )
+                        .flatten(),
+                    };
+                    let mut cell = cell.unwrap_or_else(|| Cell {
+                        lock: lock.to_string(),
+                        round,
+                        path: path.name().into(),
+                        cs_ns: cs,
+                        median_rtt: None,
+                        p90_rtt: None,
+                        samples: 0,
+                        attempts: 0,
+                        median_ns: None,
+                        p90_ns: None,
+                        rtt_ns: None,
+                        rtt_stable: true,
+                        misses: 0,
+                        lock_stats: None,
+                    });
+                    cell.round = round;
+                    cells.push(cell);
+                }
             }
         }
     }
+    // Run path-major (the locks' batches of one cell back to back),
+    // reported lock-major.
+    let mut order: Vec<usize> = (0..cells.len()).collect();
+    order.sort_by_key(|&i| keys[i]);
+    let mut slots: Vec<Option<Cell>> = cells.into_iter().map(Some).collect();
+    let cells = order.into_iter().filter_map(|i| slots[i].take()).collect();
     Ok(HandoffResult {
         cells,
         wake,
@@ -346,10 +419,16 @@ pub fn render(result: &HandoffResult, cs_ns: &[u64]) -> String {
         let _ = write!(s, " {:>18}", format!("cs {} ns", cs));
     }
     let _ = writeln!(s, " {:>9} {:>8}", "rtt_ns", "wake_us");
+    let rounds = result.cells.iter().map(|c| c.round).max().unwrap_or(1);
     let mut i = 0;
     while i < result.cells.len() {
         let row = &result.cells[i..(i + cs_ns.len()).min(result.cells.len())];
-        let _ = write!(s, "{:<12} {:<7}", row[0].lock, row[0].path);
+        let label = if rounds > 1 {
+            format!("{} r{}", row[0].lock, row[0].round)
+        } else {
+            row[0].lock.clone()
+        };
+        let _ = write!(s, "{:<12} {:<7}", label, row[0].path);
         for c in row {
             let v = match (c.median_rtt, c.median_ns) {
                 (Some(m), Some(ns)) => format!("{m:.2} ({ns:.0} ns)"),
@@ -407,6 +486,26 @@ mod imp {
         }
         let ns = i.elapsed().as_nanos() as f64;
         (tsc().wrapping_sub(t)) as f64 / ns
+    }
+
+    /// A xorshift64 draw for the critical section's spread (no statistical
+    /// quality needed: it only has to cover the waiter's polling phases).
+    struct Draw(u64);
+
+    impl Draw {
+        fn seeded(seed: u64) -> Self {
+            Draw(seed | 1)
+        }
+
+        /// A number in `0..n` (`n > 0`).
+        fn below(&mut self, n: u64) -> u64 {
+            let mut x = self.0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.0 = x;
+            x % n
+        }
     }
 
     /// Busy-waits `ticks` time-stamp counter ticks from `from`.
@@ -701,6 +800,7 @@ mod imp {
         let lock_stats = None;
         Some(Cell {
             lock: info.name.into(),
+            round: 1,
             path: path.name().into(),
             cs_ns,
             median_rtt: in_rtt.map(|(m, _)| m),
@@ -732,6 +832,10 @@ mod imp {
         let before = h.rtt_ticks(RTT_TRIPS)?;
         let mut rtt = before;
         let cs_ticks = (cs_ns as f64 * per_ns) as u64;
+        // The spread of a nonzero critical section around `cs_ns` (module
+        // docs): min(cs_ns, 1 us), centred on it.
+        let spread_ticks = (cs_ns.min(CS_SPREAD_NS) as f64 * per_ns) as u64;
+        let mut draw = Draw::seeded(tsc());
         let mut ticks = Vec::with_capacity(samples);
         let mut rtts = Vec::with_capacity(samples);
         let mut misses = 0;
@@ -800,7 +904,12 @@ mod imp {
                 }
                 continue;
             }
-            spin_until(reached, cs_ticks);
+            let cs = if spread_ticks == 0 {
+                cs_ticks
+            } else {
+                cs_ticks - spread_ticks / 2 + draw.below(spread_ticks)
+            };
+            spin_until(reached, cs);
             let t0 = tsc();
             drop(g);
             let (t1, who) = if path == Path::Retake {
@@ -905,12 +1014,76 @@ mod tests {
     }
 
     #[test]
+    fn paths_parse_by_name_and_bad_names_are_named() {
+        for p in Path::ALL {
+            assert_eq!(Path::parse(p.name()), Ok(p));
+        }
+        let err = Path::parse("handed").unwrap_err();
+        assert!(
+            err.contains("\"handed\"") && err.contains("retake"),
+            "{err}"
+        );
+    }
+
+    /// Rounds are reported lock-major, each lock's cells in round, path,
+    /// cs order, only the paths asked for, and zero rounds or no path is
+    /// refused.
+    #[test]
+    fn rounds_and_paths_shape_the_cells() {
+        let opts = HandoffOptions {
+            locks: vec!["cna".parse().unwrap(), "parking_lot".parse().unwrap()],
+            samples: 1,
+            cs_ns: vec![0, 1_000],
+            paths: vec![Path::Wake, Path::Local],
+            rounds: 2,
+        };
+        // Without two CPUs (or off x86-64) every cell is null, but the
+        // shape is the same.
+        let r = run_handoff(&opts).unwrap();
+        let got: Vec<(String, usize, String, u64)> = r
+            .cells
+            .iter()
+            .map(|c| (c.lock.clone(), c.round, c.path.clone(), c.cs_ns))
+            .collect();
+        let mut want = Vec::new();
+        for lock in ["cna", "parking_lot"] {
+            for round in 1..=2 {
+                for path in ["local", "wake"] {
+                    for cs in [0, 1_000] {
+                        want.push((lock.to_string(), round, path.to_string(), cs));
+                    }
+                }
+            }
+        }
+        assert_eq!(got, want);
+        let table = render(&r, &opts.cs_ns);
+        assert!(table.contains("cna r2"), "{table}");
+        for bad in [
+            HandoffOptions {
+                rounds: 0,
+                ..opts.clone()
+            },
+            HandoffOptions {
+                paths: vec![],
+                ..opts.clone()
+            },
+        ] {
+            assert!(matches!(
+                run_handoff(&bad),
+                Err(BenchError::InvalidArg { .. })
+            ));
+        }
+    }
+
+    #[test]
     fn rwlocks_and_data_mutexes_are_refused() {
         for lock in ["std", "cst-rw"] {
             let opts = HandoffOptions {
                 locks: vec![lock.parse().unwrap()],
                 samples: 10,
                 cs_ns: vec![0],
+                paths: Path::ALL.to_vec(),
+                rounds: 1,
             };
             assert!(
                 matches!(run_handoff(&opts), Err(BenchError::InvalidArg { .. })),

@@ -9,9 +9,10 @@
 //!   and 4 nodes; gains and fairness factors), see [`numa_bench::preset`].
 //! - `numa-bench run --lock L --workload W --threads N [--json]`: one point.
 //! - `numa-bench diff OLD NEW`: two result directories compared point by point.
-//! - `numa-bench handoff [--locks L,..] [--quick] [--json]`: the time of one
-//!   hand-off per path (retake, word, local, remote, wake) between two threads
-//!   pinned to two CPUs, see [`numa_bench::handoff`].
+//! - `numa-bench handoff [--locks L,..] [--paths P,..] [--rounds N] [--quick]
+//!   [--json]`: the time of one hand-off per path (retake, word, local,
+//!   remote, wake) between two threads pinned to two CPUs, see
+//!   [`numa_bench::handoff`].
 //! - `numa-bench topology`: the machine's layout.
 
 mod topology_cmd;
@@ -86,7 +87,14 @@ struct HandoffArgs {
     /// 0, <n>ns or <n>us, comma-separated (default 0,1us,5us).
     #[arg(long, value_delimiter = ',', value_parser = numa_bench::handoff::parse_cs_ns)]
     cs: Option<Vec<u64>>,
-    /// Print one JSON object a line (lock, path, cs_ns, median_rtt, p90_rtt,
+    /// Paths, comma-separated: retake, word, local, remote, wake (default all).
+    #[arg(long, value_delimiter = ',', value_parser = numa_bench::handoff::Path::parse)]
+    paths: Option<Vec<numa_bench::handoff::Path>>,
+    /// Rounds: each (path, critical section) batch runs once per lock per
+    /// round, the locks' batches back to back (compare locks within a round).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Print one JSON object a line (lock, round, path, cs_ns, median_rtt, p90_rtt,
     /// samples, ...) instead of the table.
     #[arg(long)]
     json: bool,
@@ -382,6 +390,11 @@ fn handoff(args: &HandoffArgs) -> Result<(), Box<dyn Error>> {
         locks,
         samples,
         cs_ns,
+        paths: args
+            .paths
+            .clone()
+            .unwrap_or_else(|| numa_bench::handoff::Path::ALL.to_vec()),
+        rounds: args.rounds,
     };
     let result = run_handoff(&opts)?;
     if args.json {

@@ -257,12 +257,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         let wake_ahead = self.tunables.wake_ahead();
         let mut first_walk = wake_ahead;
         // The walks stop once we have waited as long as a waiter woken ahead
-        // stays awake: a lock held that long lets them park again.
-        let walk_until = if wake_ahead {
-            sync::now_ns().saturating_add(node::EARLY_WAKE_YIELD_NS)
-        } else {
-            0
-        };
+        // stays awake: a lock held that long lets them park again. Counted
+        // from the first walk after our spin budget (a spin budget later than
+        // the first walk: microseconds against EARLY_WAKE_YIELD_NS's 10 ms),
+        // so that the clock is not read before our first look at the word, on
+        // the path of every hand-off.
+        let mut walk_until = None;
         let mut wait = node::HeadWait::start(&self.tail, cfg, "cna-asleep-nap");
         let handed = loop {
             // Relaxed: this load only picks the CAS to try; each CAS below acquires.
@@ -306,7 +306,12 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
                         found = self.order_queue(me, state);
                     }
                     if wake_ahead
-                        && (first_walk || (wait.spun_out() && sync::now_ns() < walk_until))
+                        && (first_walk
+                            || (wait.spun_out() && {
+                                let now = sync::now_ns();
+                                now < *walk_until
+                                    .get_or_insert(now.saturating_add(node::EARLY_WAKE_YIELD_NS))
+                            }))
                     {
                         first_walk = false;
                         if wake_successors(me) {

@@ -76,8 +76,11 @@ pub(crate) struct HeadWait<'a> {
     /// `steal_bound_ns`, and whether it is a finite nonzero bound.
     bound: u64,
     timed: bool,
-    /// When the wait started, ns (only when `timed`).
-    started: u64,
+    /// When the head first saw the lock held, ns (only when `timed`): the
+    /// clock is read in the first [`held`](HeadWait::held), while the lock is
+    /// held, not before the head's first look at the word, which is on the
+    /// path of every hand-off to a head that was just made head.
+    started: Option<u64>,
     /// Whether we set NO_STEAL.
     forbade: bool,
     park: bool,
@@ -97,7 +100,7 @@ impl<'a> HeadWait<'a> {
             tail,
             bound,
             timed,
-            started: if timed { crate::sync::now_ns() } else { 0 },
+            started: None,
             forbade: false,
             park: cfg.wait_policy == crate::WaitPolicy::Park,
             nap_event,
@@ -105,15 +108,17 @@ impl<'a> HeadWait<'a> {
         }
     }
 
-    /// The lock was seen held: forbid stealing once the steal bound has passed,
-    /// and claim the next release ahead of timed waiters (`HEAD_CLAIM`, see
-    /// `crate::timed`).
+    /// The lock was seen held: forbid stealing once the steal bound has passed
+    /// since the head first saw it held, and claim the next release ahead of
+    /// timed waiters (`HEAD_CLAIM`, see `crate::timed`).
     pub(crate) fn held(&mut self) {
         use crate::word::{HEAD_CLAIM, NO_STEAL};
-        if self.timed
-            && !self.forbade
-            && crate::sync::now_ns().saturating_sub(self.started) >= self.bound
-        {
+        if !self.timed || self.forbade {
+            return;
+        }
+        let now = crate::sync::now_ns();
+        let started = *self.started.get_or_insert(now);
+        if now.saturating_sub(started) >= self.bound {
             // Relaxed: a fairness hint (see `node::try_steal`).
             self.tail.fetch_or(NO_STEAL | HEAD_CLAIM, Ordering::Relaxed);
             self.forbade = true;
