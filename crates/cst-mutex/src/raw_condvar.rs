@@ -116,6 +116,10 @@ impl RawCondvar {
         if bad_mutex {
             panic!("cst_mutex::Condvar: waited on with two different mutexes at the same time");
         }
+        if matches!(r, ParkResult::Unparked(_)) {
+            // A notify woke us (and marked the mutex woken): we run.
+            mutex.woken_ran();
+        }
         let must_mark = matches!(r, ParkResult::Unparked(t) if t == MORE_SLEEPERS);
         mutex.acquire_woken(must_mark);
         timed_out
@@ -186,6 +190,14 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
         let callback = |r: sync::UnparkResult| {
             if r.unparked_threads != 0 {
                 self.waiters.fetch_sub(1, Ordering::Relaxed);
+                // The woken waiter will take the mutex: mark it woken until
+                // the waiter runs. SAFETY: a waiter was parked on this condvar
+                // with this mutex (the field is set while any waits, under
+                // the queue lock we hold), and it borrows the mutex until it
+                // has re-locked it, so the mutex is alive.
+                if let Some(m) = unsafe { self.mutex.load(Ordering::Relaxed).as_ref() } {
+                    m.note_woken();
+                }
             }
             if !r.have_more_threads {
                 self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
@@ -220,6 +232,13 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
         // The waiter woken first owes the others the mutex's mark: it marks
         // the mutex (held, most likely by us) before it queues for it.
         let callback = |_op: RequeueOp, r: sync::UnparkResult| {
+            if r.unparked_threads != 0 {
+                // The woken waiter will take the mutex: mark it woken until
+                // it runs. SAFETY: `validate` found waiters parked with `m`
+                // under the queue locks we hold; the woken one borrows the
+                // mutex until it has re-locked it, so `m` is alive.
+                unsafe { &*m }.note_woken();
+            }
             if r.requeued_threads != 0 {
                 MORE_SLEEPERS
             } else {

@@ -199,19 +199,36 @@ impl RawMutex {
         self.core.sleepers_marked()
     }
 
+    /// Marks the lock woken: a condition variable has woken a thread that
+    /// will take it ([`numa_spin::RawLock::note_woken`]).
+    pub(crate) fn note_woken(&self) {
+        self.core.note_woken();
+    }
+
+    /// Lifts the lock's woken mark: the calling thread, woken for it, runs
+    /// ([`numa_spin::RawLock::woken_ran`]).
+    pub(crate) fn woken_ran(&self) {
+        self.core.woken_ran();
+    }
+
     /// The parking-lot key of the sleepers: the mutex's address.
     pub(crate) fn key(&self) -> usize {
         std::ptr::from_ref(self) as usize
     }
 
     /// Wakes one thread asleep outside the queue, telling it whether others
-    /// still sleep (it then marks the lock again).
+    /// still sleep (it then marks the lock again), and marks the lock woken
+    /// until it runs ([`numa_spin::RawLock::note_woken`]: attempts ahead of
+    /// the queue yield the CPU meanwhile).
     #[cold]
     fn wake_sleeper(&self) {
         // SAFETY: the key is this mutex's address; the callback neither
         // unwinds nor calls into the parking lot.
         unsafe {
             sync::unpark_one(self.key(), |r: UnparkResult| {
+                if r.unparked_threads != 0 {
+                    self.core.note_woken();
+                }
                 if r.have_more_threads {
                     MORE_SLEEPERS
                 } else {
@@ -247,6 +264,8 @@ impl RawMutex {
         };
         match r {
             ParkResult::Unparked(token) => {
+                // We run: attempts ahead of the queue need not yield for us.
+                self.core.woken_ran();
                 // Owed marks are made at once where the lock is held: the
                 // next release then wakes the next sleeper while we poll.
                 *must_mark = token == MORE_SLEEPERS && !self.core.mark_sleepers();
@@ -610,6 +629,35 @@ mod tests {
             );
         });
         assert!(!lock.has_sleepers() && !lock.is_held());
+    }
+
+    /// The release that wakes a sleeper marks the lock woken (attempts ahead
+    /// of the queue yield meanwhile) and the sleeper lifts the mark once it
+    /// runs. Whether the mark is seen before the sleeper runs is a race the
+    /// releaser nearly always wins (a wake-up takes tens of microseconds), so
+    /// it must be seen in one of 20 rounds; the lift must come in every one.
+    #[test]
+    fn a_woken_sleeper_is_marked_until_it_runs() {
+        let lock = RawMutex::new();
+        let mut seen = 0;
+        for _ in 0..20 {
+            lock.acquire();
+            std::thread::scope(|s| {
+                let waiters = sleeping_timed_waiters(s, &lock, 1);
+                // SAFETY: acquired above.
+                unsafe { lock.release() };
+                if lock.core.woken_marked() {
+                    seen += 1;
+                }
+                let waited = waiters.into_iter().next().unwrap().join().unwrap();
+                assert!(waited.is_some(), "the sleeper timed out");
+            });
+            assert!(
+                !lock.core.woken_marked(),
+                "the woken sleeper ran but left the mark"
+            );
+        }
+        assert!(seen > 0, "no release marked the lock woken");
     }
 
     /// Two sleepers, one release: the one woken learns that another still

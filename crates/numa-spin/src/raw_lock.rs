@@ -223,6 +223,9 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
     ///
     /// The fast path is one relaxed load and one CAS on the lock's cache line; no
     /// topology lookup, thread-local access or clock read (unless feature `stats`).
+    /// With a non-empty queue it also reads the lock's woken-sleeper mark (one
+    /// line of a static table, see [`crate::blocking`]) and yields the CPU first
+    /// while the mark is set.
     #[inline]
     pub fn acquire(&self) {
         crate::glue::model_route!(crate::model::acquire(&self.tail));

@@ -73,6 +73,7 @@ mod handoff;
 mod head_wait;
 mod registry;
 mod steal;
+pub(crate) mod woken;
 
 pub(crate) use fork::{generation as fork_generation, live_pred};
 pub use handoff::EARLY_WAKE_YIELD_NS;

@@ -12,17 +12,43 @@ use crate::sync::{AtomicU32, Ordering};
 /// forbidden stealing (`NO_STEAL` in `tail`). A compare-and-swap whether or
 /// not the word is free: one access to an uncontended line, not a read and
 /// then a write. `on_attempt` runs just before the compare-and-swap (the
-/// `stats` feature's `steal_attempts` counter).
+/// `stats` feature's `steal_attempts` counter). With a non-empty queue, and
+/// some lock of the process marked woken (one load of a static), the attempt
+/// yields the CPU first while a thread woken for this lock has not run yet
+/// ([`steal_ahead_of_queue`], `crate::blocking`).
 #[inline]
 pub(crate) fn try_steal(locked: &AtomicU32, tail: &AtomicU32, on_attempt: impl FnOnce()) -> bool {
-    use crate::word::NO_STEAL;
+    use crate::word::{NO_STEAL, TAIL_SHIFT};
     // Relaxed: NO_STEAL is a hint for fairness, not for memory safety; a stale
     // read allows one in-flight steal (see `crate::raw_lock`). The data the
-    // lock protects is synchronized by the compare-and-swap.
-    tail.load(Ordering::Relaxed) & NO_STEAL == 0 && {
-        on_attempt();
-        take_free_word(locked)
+    // lock protects is synchronized by the compare-and-swap. The tail code
+    // only picks the path.
+    let flags = tail.load(Ordering::Relaxed);
+    if flags & NO_STEAL != 0 {
+        return false;
     }
+    if flags >> TAIL_SHIFT != 0 && super::woken::any_woken() {
+        steal_ahead_of_queue(locked);
+    }
+    on_attempt();
+    take_free_word(locked)
+}
+
+/// Before an attempt ahead of a non-empty queue: yields the CPU while a
+/// thread woken for the lock (a blocking lock's sleeper, see
+/// `crate::blocking`) has not run yet, so that it gets a CPU. The yield
+/// comes before the attempt, outside any critical section.
+#[cold]
+#[inline(never)]
+fn steal_ahead_of_queue(locked: &AtomicU32) {
+    #[cfg(not(numa_loom))]
+    if super::woken::pending(locked) {
+        #[cfg(test)]
+        tests::note_woken_yield();
+        std::thread::yield_now();
+    }
+    #[cfg(numa_loom)]
+    let _ = locked;
 }
 
 /// A slow-path attempt: as [`try_steal`], but only if a read finds the word
@@ -211,6 +237,99 @@ pub(crate) fn lock_unqueued(locked: &AtomicU32, cfg: &crate::Config) {
 mod tests {
     use super::*;
     use std::sync::atomic::Ordering as StdOrdering;
+
+    std::thread_local! {
+        static WOKEN_YIELDS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    /// The woken-sleeper marks are one table for the process (a lock's slot
+    /// is a hash of its address): the tests that set and lift marks run one
+    /// at a time.
+    static WOKEN_TABLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Counts a yield of [`steal_ahead_of_queue`] on this thread.
+    pub(super) fn note_woken_yield() {
+        WOKEN_YIELDS.with(|n| n.set(n.get() + 1));
+    }
+
+    /// While a lock is marked woken, an attempt ahead of its non-empty queue
+    /// yields first; once the woken thread has run, or with an empty queue,
+    /// none does.
+    #[test]
+    fn attempts_ahead_of_a_queue_yield_while_a_woken_thread_has_not_run() {
+        use crate::word::TAIL_SHIFT;
+        let _one = WOKEN_TABLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let yields = || WOKEN_YIELDS.with(std::cell::Cell::get);
+        let lock = crate::RawMutex::new();
+        let cycle = |n: u32| {
+            for _ in 0..n {
+                assert!(try_steal(&lock.locked, &lock.tail, || {}));
+                // SAFETY: acquired just above.
+                unsafe { lock.release() };
+            }
+        };
+        // A queued waiter's code, no flags: stealing is allowed.
+        lock.tail.store(5 << TAIL_SHIFT, StdOrdering::Relaxed);
+        let before = yields();
+        cycle(10);
+        assert_eq!(yields(), before, "no mark, no yield");
+        // One yield per attempt while marked. A mark lasts WOKEN_PATIENCE_US
+        // at most: an attempt without a yield must come that late (this test
+        // thread was preempted that long).
+        let patience =
+            std::time::Duration::from_micros(crate::node::woken::WOKEN_PATIENCE_US.into());
+        lock.note_woken();
+        let mut marked = std::time::Instant::now();
+        for _ in 0..10 {
+            let y = yields();
+            cycle(1);
+            if yields() != y + 1 {
+                assert!(marked.elapsed() >= patience, "no yield while marked");
+                lock.note_woken();
+                marked = std::time::Instant::now();
+            }
+        }
+        lock.woken_ran();
+        let y = yields();
+        cycle(10);
+        assert_eq!(yields(), y, "the woken thread ran");
+        lock.note_woken();
+        lock.tail.store(0, StdOrdering::Relaxed);
+        cycle(10);
+        assert_eq!(yields(), y, "an empty queue: nobody to yield to");
+        lock.woken_ran();
+    }
+
+    /// A mark older than the patience is lifted by the next look.
+    #[test]
+    fn a_stale_woken_mark_is_lifted() {
+        let _one = WOKEN_TABLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lock = crate::RawMutex::new();
+        let slot = crate::node::woken::tests_slot(&lock.locked);
+        // Marked, then aged past the patience.
+        lock.note_woken();
+        slot.store(
+            ((numa_topology::monotonic_ns() / 1_000) as u32 | 1)
+                .wrapping_sub(2 * crate::node::woken::WOKEN_PATIENCE_US),
+            StdOrdering::Relaxed,
+        );
+        assert!(!crate::node::woken::pending(&lock.locked));
+        assert_eq!(slot.load(StdOrdering::Relaxed), 0);
+        assert!(!crate::node::woken::any_woken(), "the lift is counted");
+        lock.note_woken();
+        assert!(crate::node::woken::any_woken());
+        assert!(crate::node::woken::pending(&lock.locked));
+        lock.woken_ran();
+        assert!(!crate::node::woken::pending(&lock.locked));
+        assert!(
+            !crate::node::woken::any_woken(),
+            "the woken thread's lift is counted"
+        );
+    }
 
     /// The last-resort wait takes a free lock word at once and a held one
     /// after its release, leaving it `LOCKED` both times.
