@@ -180,12 +180,15 @@
 //! Measured on the 2-CPU development machine (a KVM guest, one real NUMA
 //! node, threads on 2 virtual nodes; docs/measurements.md has the tables and
 //! commands). `numa-bench handoff`: a hand-off to the spinning queue head of
-//! the holder's node takes 0.85-1.61 of CNA's round trips, and the releasing
-//! thread re-takes a free lock in 10 ns. `numa-bench requeue` (16 threads
+//! the holder's node takes as long as CNA's (medians 1.00 of CNA's round
+//! trips at 0, 1 and 5 us critical sections), and the releasing thread
+//! re-takes a free lock in 10 ns. `numa-bench requeue` (16 threads
 //! hammering a mutex, 4 waiters requeued by `notify_all`): the requeued
-//! waiters re-take it at p99 2.3-4.9x parking_lot's. With 32 threads on the
-//! 2 CPUs it runs at 0.77-1.08x parking_lot (locktorture and kv, with and
-//! without a CPU hog). Contention between threads that really run at once
+//! waiters re-take it at p99 98-129 us, 0.06-0.07x parking_lot's (a woken
+//! waiter's lock is marked, and threads taking it ahead of its queue yield
+//! the CPU until the waiter runs: `numa_spin::blocking`). With 32 threads on
+//! the 2 CPUs it runs at 0.84-1.04x parking_lot (locktorture and kv, with
+//! and without a CPU hog). Contention between threads that really run at once
 //! is not seen on 2 CPUs. Benchmarks, not unit tests, check speed.
 //!
 //! # Checking your own code with loom
