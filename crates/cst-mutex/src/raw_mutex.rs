@@ -631,35 +631,6 @@ mod tests {
         assert!(!lock.has_sleepers() && !lock.is_held());
     }
 
-    /// The release that wakes a sleeper marks the lock woken (attempts ahead
-    /// of the queue yield meanwhile) and the sleeper lifts the mark once it
-    /// runs. Whether the mark is seen before the sleeper runs is a race the
-    /// releaser nearly always wins (a wake-up takes tens of microseconds), so
-    /// it must be seen in one of 20 rounds; the lift must come in every one.
-    #[test]
-    fn a_woken_sleeper_is_marked_until_it_runs() {
-        let lock = RawMutex::new();
-        let mut seen = 0;
-        for _ in 0..20 {
-            lock.acquire();
-            std::thread::scope(|s| {
-                let waiters = sleeping_timed_waiters(s, &lock, 1);
-                // SAFETY: acquired above.
-                unsafe { lock.release() };
-                if lock.core.woken_marked() {
-                    seen += 1;
-                }
-                let waited = waiters.into_iter().next().unwrap().join().unwrap();
-                assert!(waited.is_some(), "the sleeper timed out");
-            });
-            assert!(
-                !lock.core.woken_marked(),
-                "the woken sleeper ran but left the mark"
-            );
-        }
-        assert!(seen > 0, "no release marked the lock woken");
-    }
-
     /// Two sleepers, one release: the one woken learns that another still
     /// sleeps and marks the lock again once it holds it, so its own release
     /// wakes the second (without that the second sleeps to its deadline).

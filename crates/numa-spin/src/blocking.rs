@@ -80,6 +80,15 @@
 //! p99 (1.2-1.3 ms) but cost 13-17% of the throughput of 32 threads on 2
 //! CPUs, where one thread's long run keeps the lock's lines in one cache.
 
+/// How many woken marks ([`RawLock::note_woken`]) this process has made, and
+/// how many of them the woken threads lifted ([`RawLock::woken_ran`]; a mark
+/// overwritten before its thread ran, or lifted as stale, is not counted
+/// there). A diagnostic for tests; every lock of the process counts here.
+#[doc(hidden)]
+pub fn woken_counts() -> (u64, u64) {
+    crate::node::woken::counts()
+}
+
 use crate::config::Tunables;
 use crate::raw_lock::RawLock;
 use crate::sync::Ordering;

@@ -106,9 +106,29 @@ fn fresh_or_lift(slot: &std::sync::atomic::AtomicU32, mark: u32) -> bool {
     false
 }
 
+/// Marks made and marks lifted by the thread that was woken, since the
+/// process started (a diagnostic: [`counts`]).
+#[cfg(not(numa_loom))]
+static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+#[cfg(not(numa_loom))]
+static LIFTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many marks were made, and how many the woken threads lifted, in this
+/// process (`numa_spin::blocking::woken_counts`).
+pub(crate) fn counts() -> (u64, u64) {
+    #[cfg(not(numa_loom))]
+    return (
+        MADE.load(std::sync::atomic::Ordering::Relaxed),
+        LIFTED.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    #[cfg(numa_loom)]
+    (0, 0)
+}
+
 /// Marks the lock whose word is `locked` woken, now.
 #[cfg(not(numa_loom))]
 pub(crate) fn mark(locked: &AtomicU32) {
+    MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // Relaxed: a hint. The swap tells whether the slot was free, for the
     // count of set marks.
     if woken_slot(locked).swap(now_us_mark(), std::sync::atomic::Ordering::Relaxed) == 0 {
@@ -126,5 +146,6 @@ pub(crate) fn lift(locked: &AtomicU32) {
         && slot.swap(0, std::sync::atomic::Ordering::Relaxed) != 0
     {
         WOKEN_SET.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        LIFTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
