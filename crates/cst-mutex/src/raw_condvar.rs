@@ -191,10 +191,11 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
             if r.unparked_threads != 0 {
                 self.waiters.fetch_sub(1, Ordering::Relaxed);
                 // The woken waiter will take the mutex: mark it woken until
-                // the waiter runs. SAFETY: a waiter was parked on this condvar
-                // with this mutex (the field is set while any waits, under
-                // the queue lock we hold), and it borrows the mutex until it
-                // has re-locked it, so the mutex is alive.
+                // the waiter runs.
+                // SAFETY: a waiter was parked on this condvar with this mutex
+                // (the field is set while any waits, under the queue lock we
+                // hold), and it borrows the mutex until it has re-locked it,
+                // so the mutex is alive.
                 if let Some(m) = unsafe { self.mutex.load(Ordering::Relaxed).as_ref() } {
                     m.note_woken();
                 }
@@ -234,9 +235,10 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
         let callback = |_op: RequeueOp, r: sync::UnparkResult| {
             if r.unparked_threads != 0 {
                 // The woken waiter will take the mutex: mark it woken until
-                // it runs. SAFETY: `validate` found waiters parked with `m`
-                // under the queue locks we hold; the woken one borrows the
-                // mutex until it has re-locked it, so `m` is alive.
+                // it runs.
+                // SAFETY: `validate` found waiters parked with `m` under the
+                // queue locks we hold; the woken one borrows the mutex until
+                // it has re-locked it, so `m` is alive.
                 unsafe { &*m }.note_woken();
             }
             if r.requeued_threads != 0 {
