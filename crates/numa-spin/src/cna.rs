@@ -259,7 +259,7 @@ impl<const NUMA: bool, T: Tunables> RawLock<NUMA, T> {
         // The walks stop once we have waited as long as a waiter woken ahead
         // stays awake: a lock held that long lets them park again. Counted
         // from the first walk after our spin budget (a spin budget later than
-        // the first walk: microseconds against EARLY_WAKE_YIELD_NS's 10 ms),
+        // the first walk: microseconds against EARLY_WAKE_YIELD_NS's 30 ms),
         // so that the clock is not read before our first look at the word, on
         // the path of every hand-off.
         let mut walk_until = None;
@@ -902,10 +902,10 @@ mod tests {
     /// With [`Tunables::wake_ahead`](crate::Tunables::wake_ahead) the queue
     /// head wakes its successor once it has parked, while the lock is still
     /// held: `early_wakes` counts it. The head walks for
-    /// `EARLY_WAKE_YIELD_NS` (10 ms) after its spin budget, then lets its
+    /// `EARLY_WAKE_YIELD_NS` (30 ms) after its spin budget, then lets its
     /// successors sleep; a successor that parks later than that (a slow or
     /// busy machine: sanitizers, other tests) is rightly left asleep, so a
-    /// scenario in which nothing was woken 10 ms past the successor's
+    /// scenario in which nothing was woken one window past the successor's
     /// queueing is run again, up to 10 times.
     #[cfg(feature = "stats")]
     #[test]

@@ -63,7 +63,7 @@ pub(crate) fn wait_signal(word: &AtomicU32, cfg: &crate::Config) -> u32 {
 
 /// How long a queue waiter woken ahead of its turn
 /// ([`Tunables::wake_ahead`](crate::Tunables::wake_ahead)) stays awake,
-/// yielding its CPU between looks, before it parks again (10 ms). With more
+/// yielding its CPU between looks, before it parks again (30 ms). With more
 /// threads than CPUs a waiter among the first 16 of a busy queue waits for
 /// several heads that each run only when the scheduler gives them a slice,
 /// milliseconds; one that parks again first leaves a CPU idle at its
@@ -72,10 +72,17 @@ pub(crate) fn wait_signal(word: &AtomicU32, cfg: &crate::Config) -> u32 {
 /// locktorture --duration 3s --virtual-nodes 2`, CPU
 /// idle time from `/proc/stat`: parking again after its spin budget
 /// (20 us) 19-20%, after 1 ms 25%, 10 ms 2.9%, 100 ms 0.7-0.8%, never
-/// 0.5-0.8%. The queue head stops waking waiters once it has itself waited
-/// this long, so a lock held longer than 10 ms costs each of them at most
-/// 10 ms of yielding, then they sleep.
-pub const EARLY_WAKE_YIELD_NS: u64 = 10_000_000;
+/// 0.5-0.8%. Measured again later (`run --lock cst`, same arguments, three
+/// runs each): 10 ms 3.0-4.7% (locktorture) and 1.5-2.0% (kv), 30 ms
+/// 0.5-1.2% and 0.2%, 100 ms 0.5-1.1% and 0.2%. Scheduler traces (`perf
+/// sched`) of the 10 ms runs: the waiters one walk woke timed out together
+/// while the queue head waited, runnable, behind a thread retaking the lock
+/// for a whole tick on the other CPU; their CPU then idled in runs of 3.4
+/// ms on average (the scheduler's periodic balance pulls the cache-hot
+/// runnable waiters only then). The queue head stops waking waiters once it
+/// has itself waited this long, so a lock held longer than 30 ms costs each
+/// of them at most 30 ms of yielding, then they sleep.
+pub const EARLY_WAKE_YIELD_NS: u64 = 30_000_000;
 
 /// Wakes the waiter parked on `word` (a queue node's `locked` it waits on in
 /// [`wait_signal`]) ahead of its hand-off: turns `PARKED` back into `WAIT`
