@@ -72,8 +72,8 @@ pub(crate) fn wait_signal(word: &AtomicU32, cfg: &crate::Config) -> u32 {
 /// locktorture --duration 3s --virtual-nodes 2`, CPU
 /// idle time from `/proc/stat`: parking again after its spin budget
 /// (20 us) 19-20%, after 1 ms 25%, 10 ms 2.9%, 100 ms 0.7-0.8%, never
-/// 0.5-0.8%. Measured again later (`run --lock cst`, same arguments, three
-/// runs each): 10 ms 3.0-4.7% (locktorture) and 1.5-2.0% (kv), 30 ms
+/// 0.5-0.8%. Measured again later (`run --lock cst`, same arguments, two to
+/// five runs each): 10 ms 3.0-4.7% (locktorture) and 1.5-2.0% (kv), 30 ms
 /// 0.5-1.2% and 0.2%, 100 ms 0.5-1.1% and 0.2%. Scheduler traces (`perf
 /// sched`) of the 10 ms runs: the waiters one walk woke timed out together
 /// while the queue head waited, runnable, behind a thread retaking the lock
